@@ -1,0 +1,431 @@
+"""The only module that imports ``cuda.bindings.driver``.
+
+Contract: every driver call goes through ``check`` (or a wrapper here that uses it), which
+unpacks cuda-python's ``(status, *values)`` tuple and raises a typed error naming the API
+and the CUresult. Sticky errors mark the current context as lost (``lost_contexts``) and
+raise ``ContextLostError``. Values returned to callers are plain Python ints or the
+binding's handle objects; nothing above this layer touches ``cuda.bindings``.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from cuda.bindings import driver as _d
+
+from .errors import (
+    BackendSourceError,
+    ContextLostError,
+    CudaDeviceError,
+    CudaError,
+    OutOfMemoryError,
+)
+
+SUCCESS = _d.CUresult.CUDA_SUCCESS
+NOT_READY = _d.CUresult.CUDA_ERROR_NOT_READY
+OUT_OF_MEMORY = int(_d.CUresult.CUDA_ERROR_OUT_OF_MEMORY)
+# Codes after which the context is unusable until the process restarts.
+STICKY_CODES = frozenset({700, 702, 714, 715, 716, 717, 718, 719})
+# Codes that mean the environment lacks a driver or a device.
+ENVIRONMENT_CODES = frozenset({3, 34, 35, 100, 101, 803, 804})
+LOST_MESSAGE = (
+    "the device context is lost and the process must restart to use this GPU"
+)
+
+lost_contexts: set[int] = set()  # int(CUcontext) of contexts hit by a sticky error
+_init_lock = threading.Lock()
+_init_error: CudaDeviceError | None = None
+_initialised = False
+
+
+def status_name(code: int) -> str:
+    """The CUresult name of ``code`` (``CUDA_ERROR_...``), or ``CUresult(code)``."""
+    try:
+        return _d.CUresult(code).name
+    except ValueError:
+        return f"CUresult({code})"
+
+
+def error_for(api: str, code: int, op: str = "", nbytes: int = 0) -> Exception:
+    """The tenferro error for a failed driver call (pure: usable without a GPU)."""
+    code = int(code)
+    cause = CudaError(api, code, status_name(code))
+    if code in STICKY_CODES:
+        err: Exception = ContextLostError(f"{cause}: {LOST_MESSAGE}", op=op)
+    elif code == OUT_OF_MEMORY:
+        err = OutOfMemoryError(f"{cause} (requested {nbytes} bytes)", op=op,
+                               requested_bytes=nbytes)
+    elif code in ENVIRONMENT_CODES:
+        err = CudaDeviceError(str(cause), op=op)
+    else:
+        err = BackendSourceError(str(cause), op=op)
+    err.__cause__ = cause
+    return err
+
+
+def _fail(api: str, status, op: str = "", nbytes: int = 0):
+    code = int(status)
+    if code in STICKY_CODES:
+        _mark_current_lost()
+    raise error_for(api, code, op, nbytes)
+
+
+def _mark_current_lost() -> None:
+    try:
+        status, ctx = _d.cuCtxGetCurrent()
+        if not status and int(ctx):
+            lost_contexts.add(int(ctx))
+    except Exception:  # noqa: BLE001 - already failing; the original error matters
+        pass
+
+
+def check(result, api: str, op: str = ""):
+    """Unpack ``(status, *values)``; raise on failure; return None, a value or a tuple."""
+    status = result[0]
+    if status:
+        _fail(api, status, op)
+    if len(result) == 1:
+        return None
+    if len(result) == 2:
+        return result[1]
+    return result[1:]
+
+
+# --- initialisation and devices -------------------------------------------------------
+
+def init() -> None:
+    """``cuInit(0)`` once per process; a failure is recorded and re-raised clearly."""
+    global _initialised, _init_error
+    if _initialised:
+        return
+    with _init_lock:
+        if _init_error is not None:
+            raise _init_error
+        if _initialised:
+            return
+        try:
+            result = _d.cuInit(0)
+        except Exception as exc:  # the loader raises when libcuda.so is absent
+            _init_error = CudaDeviceError(
+                f"no NVIDIA driver: libcuda could not be loaded ({type(exc).__name__}: {exc})",
+                op="cuInit",
+            )
+            raise _init_error from exc
+        if result[0]:
+            code = int(result[0])
+            what = "no CUDA device" if code == 100 else "the NVIDIA driver is unusable"
+            _init_error = CudaDeviceError(
+                f"{what}: cuInit failed: {status_name(code)} ({code})", op="cuInit"
+            )
+            raise _init_error
+        _initialised = True
+
+
+def driver_version() -> int:
+    init()
+    return int(check(_d.cuDriverGetVersion(), "cuDriverGetVersion"))
+
+
+def device_count() -> int:
+    init()
+    return int(check(_d.cuDeviceGetCount(), "cuDeviceGetCount"))
+
+
+def device(ordinal: int):
+    init()
+    return check(_d.cuDeviceGet(ordinal), "cuDeviceGet")
+
+
+def device_name(dev) -> str:
+    raw = check(_d.cuDeviceGetName(256, dev), "cuDeviceGetName")
+    return bytes(raw).split(b"\0", 1)[0].decode()
+
+
+def device_uuid(dev) -> str:
+    raw = bytes(check(_d.cuDeviceGetUuid(dev), "cuDeviceGetUuid").bytes)
+    h = raw.hex()
+    return f"GPU-{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}"
+
+
+def device_total_mem(dev) -> int:
+    return int(check(_d.cuDeviceTotalMem(dev), "cuDeviceTotalMem"))
+
+
+_ATTR = _d.CUdevice_attribute
+ATTRIBUTES = {
+    "cc_major": _ATTR.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
+    "cc_minor": _ATTR.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR,
+    "sm_count": _ATTR.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
+    "l2_bytes": _ATTR.CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE,
+    "bus_width_bits": _ATTR.CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH,
+    "memory_clock_khz": _ATTR.CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE,
+    "max_threads_per_block": _ATTR.CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK,
+    "max_block_x": _ATTR.CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X,
+    "max_block_y": _ATTR.CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y,
+    "max_block_z": _ATTR.CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z,
+    "max_grid_x": _ATTR.CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X,
+    "max_grid_y": _ATTR.CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y,
+    "max_grid_z": _ATTR.CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z,
+    "max_shared_per_block_optin": _ATTR.CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
+    "memory_pools": _ATTR.CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED,
+}
+
+
+def device_attributes(dev) -> dict[str, int]:
+    return {
+        key: int(check(_d.cuDeviceGetAttribute(attr, dev), "cuDeviceGetAttribute"))
+        for key, attr in ATTRIBUTES.items()
+    }
+
+
+def can_access_peer(dev, peer) -> bool:
+    return bool(check(_d.cuDeviceCanAccessPeer(dev, peer), "cuDeviceCanAccessPeer"))
+
+
+# --- contexts ---------------------------------------------------------------------------
+
+def primary_ctx_retain(dev):
+    return check(_d.cuDevicePrimaryCtxRetain(dev), "cuDevicePrimaryCtxRetain")
+
+
+def primary_ctx_release(dev) -> None:
+    check(_d.cuDevicePrimaryCtxRelease(dev), "cuDevicePrimaryCtxRelease")
+
+
+def ctx_get_current():
+    return check(_d.cuCtxGetCurrent(), "cuCtxGetCurrent")
+
+
+def ctx_push(ctx) -> None:
+    check(_d.cuCtxPushCurrent(ctx), "cuCtxPushCurrent")
+
+
+def ctx_pop():
+    return check(_d.cuCtxPopCurrent(), "cuCtxPopCurrent")
+
+
+def ctx_set_current(ctx) -> None:
+    check(_d.cuCtxSetCurrent(ctx), "cuCtxSetCurrent")
+
+
+def ctx_create(dev):
+    """A new (non-primary) context, made current; for tests and foreign-context callers."""
+    return check(_d.cuCtxCreate(None, 0, dev), "cuCtxCreate")
+
+
+def ctx_destroy(ctx) -> None:
+    check(_d.cuCtxDestroy(ctx), "cuCtxDestroy")
+
+
+def null_context():
+    return _d.CUcontext(0)
+
+
+# --- streams and events -----------------------------------------------------------------
+
+def stream_create():
+    flags = _d.CUstream_flags.CU_STREAM_NON_BLOCKING
+    return check(_d.cuStreamCreate(flags), "cuStreamCreate")
+
+
+def stream_destroy(stream) -> None:
+    check(_d.cuStreamDestroy(stream), "cuStreamDestroy")
+
+
+def stream_synchronize(stream, op: str = "") -> None:
+    status = _d.cuStreamSynchronize(stream)[0]
+    if status:
+        _fail("cuStreamSynchronize", status, op)
+
+
+def stream_query(stream) -> bool:
+    """True when all work on ``stream`` is complete; False while it still runs."""
+    status = _d.cuStreamQuery(stream)[0]
+    if status == NOT_READY:
+        return False
+    if status:
+        _fail("cuStreamQuery", status)
+    return True
+
+
+def event_create(timing: bool = False):
+    flags = 0 if timing else _d.CUevent_flags.CU_EVENT_DISABLE_TIMING
+    return check(_d.cuEventCreate(flags), "cuEventCreate")
+
+
+def event_record(event, stream) -> None:
+    check(_d.cuEventRecord(event, stream), "cuEventRecord")
+
+
+def event_synchronize(event) -> None:
+    check(_d.cuEventSynchronize(event), "cuEventSynchronize")
+
+
+def event_elapsed_ms(start, end) -> float:
+    return float(check(_d.cuEventElapsedTime(start, end), "cuEventElapsedTime"))
+
+
+def event_destroy(event) -> None:
+    check(_d.cuEventDestroy(event), "cuEventDestroy")
+
+
+def stream_wait_event(stream, event) -> None:
+    check(_d.cuStreamWaitEvent(stream, event, 0), "cuStreamWaitEvent")
+
+
+def stream_handle(value: int):
+    """A CUstream for a raw handle value (for streams owned by others)."""
+    return _d.CUstream(value)
+
+
+# --- memory -----------------------------------------------------------------------------
+
+_POOL_ATTR = _d.CUmemPool_attribute
+POOL_STATS = {
+    "reserved_bytes": _POOL_ATTR.CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT,
+    "reserved_bytes_high": _POOL_ATTR.CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH,
+    "used_bytes": _POOL_ATTR.CU_MEMPOOL_ATTR_USED_MEM_CURRENT,
+    "used_bytes_high": _POOL_ATTR.CU_MEMPOOL_ATTR_USED_MEM_HIGH,
+}
+
+
+def mem_pool_create(ordinal: int):
+    """A device-local pool that keeps freed memory cached (release threshold = max)."""
+    props = _d.CUmemPoolProps()
+    props.allocType = _d.CUmemAllocationType.CU_MEM_ALLOCATION_TYPE_PINNED
+    props.location.type = _d.CUmemLocationType.CU_MEM_LOCATION_TYPE_DEVICE
+    props.location.id = ordinal
+    pool = check(_d.cuMemPoolCreate(props), "cuMemPoolCreate")
+    threshold = _d.cuuint64_t(0xFFFFFFFFFFFFFFFF)
+    check(
+        _d.cuMemPoolSetAttribute(pool, _POOL_ATTR.CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, threshold),
+        "cuMemPoolSetAttribute",
+    )
+    return pool
+
+
+def mem_pool_destroy(pool) -> None:
+    check(_d.cuMemPoolDestroy(pool), "cuMemPoolDestroy")
+
+
+def mem_pool_trim(pool, keep: int = 0) -> None:
+    check(_d.cuMemPoolTrimTo(pool, keep), "cuMemPoolTrimTo")
+
+
+def mem_pool_stats(pool) -> dict[str, int]:
+    return {
+        key: int(check(_d.cuMemPoolGetAttribute(pool, attr), "cuMemPoolGetAttribute"))
+        for key, attr in POOL_STATS.items()
+    }
+
+
+_alloc_async = _d.cuMemAllocFromPoolAsync
+_free_async = _d.cuMemFreeAsync
+
+
+def mem_alloc_async(nbytes: int, pool, stream, op: str = "") -> int:
+    """Stream-ordered allocation; returns the device address as an int."""
+    status, ptr = _alloc_async(nbytes, pool, stream)
+    if status:
+        _fail("cuMemAllocFromPoolAsync", status, op, nbytes)
+    return int(ptr)
+
+
+def mem_free_async(ptr: int, stream) -> int:
+    """Stream-ordered free; returns the CUresult as an int (finalizers must not raise)."""
+    return int(_free_async(ptr, stream)[0])
+
+
+def memcpy_htod_async(dst: int, src_addr: int, nbytes: int, stream, op: str = "") -> None:
+    status = _d.cuMemcpyHtoDAsync(dst, src_addr, nbytes, stream)[0]
+    if status:
+        _fail("cuMemcpyHtoDAsync", status, op)
+
+
+def memcpy_dtoh_async(dst_addr: int, src: int, nbytes: int, stream, op: str = "") -> None:
+    status = _d.cuMemcpyDtoHAsync(dst_addr, src, nbytes, stream)[0]
+    if status:
+        _fail("cuMemcpyDtoHAsync", status, op)
+
+
+def memcpy_dtod_async(dst: int, src: int, nbytes: int, stream, op: str = "") -> None:
+    status = _d.cuMemcpyDtoDAsync(dst, src, nbytes, stream)[0]
+    if status:
+        _fail("cuMemcpyDtoDAsync", status, op)
+
+
+def memcpy_peer_async(dst: int, dst_ctx, src: int, src_ctx, nbytes: int, stream) -> None:
+    check(_d.cuMemcpyPeerAsync(dst, dst_ctx, src, src_ctx, nbytes, stream), "cuMemcpyPeerAsync")
+
+
+def memset_d8_async(dst: int, value: int, nbytes: int, stream, op: str = "") -> None:
+    status = _d.cuMemsetD8Async(dst, value, nbytes, stream)[0]
+    if status:
+        _fail("cuMemsetD8Async", status, op)
+
+
+def mem_get_info() -> tuple[int, int]:
+    free, total = check(_d.cuMemGetInfo(), "cuMemGetInfo")
+    return int(free), int(total)
+
+
+def pointer_device_ordinal(ptr: int) -> int:
+    attr = _d.CUpointer_attribute.CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL
+    return int(check(_d.cuPointerGetAttribute(attr, ptr), "cuPointerGetAttribute"))
+
+
+# --- modules and launches ---------------------------------------------------------------
+
+def module_load_data(image: bytes, op: str = ""):
+    return check(_d.cuModuleLoadData(image), "cuModuleLoadData", op)
+
+
+def module_unload(module) -> int:
+    """Unload; returns the CUresult as an int (called from finalizers)."""
+    return int(_d.cuModuleUnload(module)[0])
+
+
+def module_get_function(module, name: str, op: str = ""):
+    return check(_d.cuModuleGetFunction(module, name.encode()), "cuModuleGetFunction", op)
+
+
+def function_attributes(fn) -> dict[str, int]:
+    attr = _d.CUfunction_attribute
+    keys = {
+        "max_threads_per_block": attr.CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK,
+        "shared_bytes": attr.CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES,
+        "registers": attr.CU_FUNC_ATTRIBUTE_NUM_REGS,
+        "local_bytes": attr.CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES,
+    }
+    return {k: int(check(_d.cuFuncGetAttribute(a, fn), "cuFuncGetAttribute")) for k, a in keys.items()}
+
+
+def function_set_max_dynamic_shared(fn, nbytes: int) -> None:
+    attr = _d.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+    check(_d.cuFuncSetAttribute(fn, attr, nbytes), "cuFuncSetAttribute")
+
+
+_launch = _d.cuLaunchKernel
+
+
+def launch(fn, grid, block, shared: int, stream, params: int, op: str = "") -> None:
+    """``cuLaunchKernel`` with ``params`` the address of a ``void*[]`` (see kernels.args)."""
+    status = _launch(fn, grid[0], grid[1], grid[2], block[0], block[1], block[2],
+                     shared, stream, params, 0)[0]
+    if status:
+        _fail("cuLaunchKernel", status, op)
+
+
+def launch3(fn, gx: int, bx: int, stream, params: int, op: str = "") -> None:
+    """The 1-D hot path of ``launch``: grid (gx,1,1), block (bx,1,1), no shared memory."""
+    status = _launch(fn, gx, 1, 1, bx, 1, 1, 0, stream, params, 0)[0]
+    if status:
+        _fail("cuLaunchKernel", status, op)
+
+
+def host_alloc_pinned(nbytes: int) -> int:
+    return int(check(_d.cuMemHostAlloc(nbytes, 0), "cuMemHostAlloc"))
+
+
+def host_free(ptr: int) -> int:
+    return int(_d.cuMemFreeHost(ptr)[0])

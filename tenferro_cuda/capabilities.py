@@ -1,0 +1,55 @@
+"""``supports(runtime, capability)``: answered from device and library queries."""
+
+from __future__ import annotations
+
+import functools
+
+from . import _driver
+from .runtime import Capability, CudaRuntime
+
+
+@functools.lru_cache(maxsize=1)
+def _cublas_loadable() -> bool:
+    try:
+        from . import _cublas
+
+        _cublas.load()
+    except Exception:  # noqa: BLE001 - "not loadable" is the answer, whatever the reason
+        return False
+    return True
+
+
+def _nvrtc_works() -> bool:
+    try:
+        from . import _nvrtc
+
+        _nvrtc.version()
+    except Exception:  # noqa: BLE001
+        return False
+    return True
+
+
+def _peer_copy(rt: CudaRuntime) -> bool:
+    for other in range(_driver.device_count()):
+        if other != rt.ordinal and _driver.can_access_peer(rt.device, _driver.device(other)):
+            return True
+    return False
+
+
+def supports(rt: CudaRuntime, cap: Capability) -> bool:
+    info = rt.info
+    if cap in (Capability.RAW_MODULE, Capability.RAW_STREAM, Capability.KERNEL_SESSION):
+        return True  # the driver loaded modules and created streams for this runtime
+    if cap is Capability.RUNTIME_COMPILATION:
+        return _nvrtc_works()
+    if cap is Capability.SAME_DEVICE_ASYNC_COPY:
+        return info.memory_pools_supported
+    if cap is Capability.STREAM_ORDERED_MEMORY:
+        return info.memory_pools_supported
+    if cap is Capability.PEER_COPY:
+        return _peer_copy(rt)
+    if cap is Capability.BF16_ARITHMETIC:
+        return info.compute_capability >= (8, 0)
+    if cap is Capability.CUBLAS:
+        return _cublas_loadable()
+    return False

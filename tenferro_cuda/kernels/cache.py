@@ -1,0 +1,166 @@
+"""The kernel cache: a bounded in-memory map plus a disk directory.
+
+Key: sha256 over the kernel source, every header under ``ptx/include``, the compile
+options, the target arch, the NVRTC version, the tenferro_cuda version and the name
+expressions (``cache_key``). Disk entries live under ``$TENFERRO_CUDA_CACHE_DIR``
+(default ``~/.cache/tenferro_cuda``) as ``<key>.tfk``: a magic, the sha256 of the
+payload, then the payload (JSON header with the lowered names, then the image). Writes are
+atomic (temporary file + ``os.replace``); a file whose checksum or structure is wrong
+reads as a miss and is recompiled. A directory that cannot be written gives one warning
+and the cache continues in memory.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import struct
+import tempfile
+import threading
+import warnings
+from pathlib import Path
+
+from .._nvrtc import CompiledProgram
+
+log = logging.getLogger("tenferro_cuda")
+MAGIC = b"TFK1"
+_HEADER = struct.Struct("<4s32sI")  # magic, sha256(payload), len(json)
+
+
+def default_cache_dir() -> Path:
+    env = os.environ.get("TENFERRO_CUDA_CACHE_DIR")
+    if env:
+        return Path(env)
+    return Path(os.path.expanduser("~")) / ".cache" / "tenferro_cuda"
+
+
+def cache_key(parts: tuple[str | bytes, ...]) -> str:
+    h = hashlib.sha256()
+    for part in parts:
+        data = part.encode() if isinstance(part, str) else part
+        h.update(struct.pack("<Q", len(data)))
+        h.update(data)
+    return h.hexdigest()
+
+
+def encode_entry(program: CompiledProgram) -> bytes:
+    meta = json.dumps({"lowered": program.lowered, "log": program.log}).encode()
+    payload = meta + program.image
+    return _HEADER.pack(MAGIC, hashlib.sha256(payload).digest(), len(meta)) + payload
+
+
+def decode_entry(blob: bytes) -> CompiledProgram | None:
+    """The program in ``blob``, or None when it is truncated or corrupt."""
+    if len(blob) < _HEADER.size:
+        return None
+    magic, digest, meta_len = _HEADER.unpack_from(blob)
+    payload = blob[_HEADER.size:]
+    if magic != MAGIC or hashlib.sha256(payload).digest() != digest or meta_len > len(payload):
+        return None
+    try:
+        meta = json.loads(payload[:meta_len])
+        return CompiledProgram(bytes(payload[meta_len:]), dict(meta["lowered"]), meta["log"])
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+class KernelCache:
+    """Thread-safe memory + disk cache of compiled programs."""
+
+    def __init__(self, directory: Path | None = None, memory_limit: int = 4096) -> None:
+        self.directory = directory if directory is not None else default_cache_dir()
+        self.memory_limit = memory_limit
+        self._memory: dict[str, CompiledProgram] = {}
+        self._lock = threading.Lock()
+        self._disk_ok = True
+        self._warned = False
+        self.stats = {"memory_hits": 0, "disk_hits": 0, "misses": 0, "corrupt": 0,
+                      "compiles": 0, "writes": 0}
+
+    def path_for(self, key: str) -> Path:
+        return self.directory / f"{key}.tfk"
+
+    def get(self, key: str) -> CompiledProgram | None:
+        with self._lock:
+            prog = self._memory.get(key)
+            if prog is not None:
+                self.stats["memory_hits"] += 1
+                return prog
+        prog = self._read_disk(key)
+        with self._lock:
+            if prog is None:
+                self.stats["misses"] += 1
+                return None
+            self.stats["disk_hits"] += 1
+            self._remember(key, prog)
+        return prog
+
+    def put(self, key: str, program: CompiledProgram) -> None:
+        with self._lock:
+            self.stats["compiles"] += 1
+            self._remember(key, program)
+        self._write_disk(key, program)
+
+    def _remember(self, key: str, program: CompiledProgram) -> None:
+        if len(self._memory) >= self.memory_limit:
+            self._memory.pop(next(iter(self._memory)))
+        self._memory[key] = program
+
+    def _read_disk(self, key: str) -> CompiledProgram | None:
+        if not self._disk_ok:
+            return None
+        path = self.path_for(key)
+        try:
+            blob = path.read_bytes()
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            self._disable(f"cannot read {path}: {exc}")
+            return None
+        prog = decode_entry(blob)
+        if prog is None:
+            with self._lock:
+                self.stats["corrupt"] += 1
+            log.warning("kernel cache entry %s is corrupt; recompiling", path)
+        return prog
+
+    def _write_disk(self, key: str, program: CompiledProgram) -> None:
+        if not self._disk_ok:
+            return
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".tmp-", suffix=".tfk")
+            try:
+                with os.fdopen(fd, "wb") as fh:
+                    fh.write(encode_entry(program))
+                os.replace(tmp, self.path_for(key))
+            except BaseException:
+                os.unlink(tmp)
+                raise
+            with self._lock:
+                self.stats["writes"] += 1
+        except OSError as exc:
+            self._disable(f"cannot write to {self.directory}: {exc}")
+
+    def _disable(self, why: str) -> None:
+        self._disk_ok = False
+        if not self._warned:
+            self._warned = True
+            warnings.warn(
+                f"tenferro_cuda kernel cache disabled ({why}); compiling in memory only",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+
+    def disk_usage(self) -> tuple[int, int]:
+        """(number of entries, total bytes) on disk."""
+        if not self.directory.is_dir():
+            return 0, 0
+        files = list(self.directory.glob("*.tfk"))
+        return len(files), sum(f.stat().st_size for f in files)
+
+    def clear_memory(self) -> None:
+        with self._lock:
+            self._memory.clear()

@@ -1,0 +1,1 @@
+"""One module per kernel family (``ptx/<file>.cu``); each defines ``FAMILY``."""

@@ -1,0 +1,99 @@
+"""The kernel registry: which ``ptx/`` file and template entry serve each op, and which
+instantiations exist.
+
+Each kernel family (one ``.cu`` file in ``ptx/``) is declared by one module in
+``tenferro_cuda/kernels/families/`` that defines ``FAMILY``. An instantiation is named by
+an NVRTC name expression ``tf::<entry><<template args>>``; the C++ is never generated
+here. ``tests/cpu/test_registry.py`` keeps this table and ``ptx/`` in step, and compiles
+every instantiation for sm_80 and sm_90.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..dtypes import ALL_DTYPES, DType
+
+PTX_DIR = Path(__file__).resolve().parent.parent.parent / "ptx"
+if not PTX_DIR.is_dir():  # installed wheel: ptx/ ships inside the package
+    PTX_DIR = Path(__file__).resolve().parent.parent / "ptx"
+INCLUDE_DIR = PTX_DIR / "include"
+
+
+@dataclass(frozen=True)
+class Entry:
+    """A ``__global__`` template in a family's source and its instantiations."""
+
+    name: str
+    instances: Callable[[], Iterable[tuple[str, ...]]]
+
+    def expression(self, *targs: str) -> str:
+        return f"tf::{self.name}<{', '.join(targs)}>" if targs else f"tf::{self.name}"
+
+
+@dataclass(frozen=True)
+class Family:
+    name: str
+    source: str  # file name under ptx/
+    entries: tuple[Entry, ...]
+    _by_name: dict[str, Entry] = field(default_factory=dict, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._by_name.update({e.name: e for e in self.entries})
+
+    def entry(self, name: str) -> Entry:
+        try:
+            return self._by_name[name]
+        except KeyError:
+            raise KeyError(f"kernel family {self.name!r} has no entry {name!r}") from None
+
+    def source_path(self) -> Path:
+        return PTX_DIR / self.source
+
+    def read_source(self) -> str:
+        return self.source_path().read_text()
+
+    def all_expressions(self) -> list[str]:
+        return [e.expression(*t) for e in self.entries for t in e.instances()]
+
+
+def ctypes_of(dtypes: Iterable[DType]) -> list[tuple[str]]:
+    """Single-parameter instantiations, one per dtype."""
+    return [(d.ctype,) for d in dtypes]
+
+
+ALL_CTYPES = [(d.ctype,) for d in ALL_DTYPES]
+
+_FAMILIES: dict[str, Family] = {}
+
+
+def families() -> dict[str, Family]:
+    """Every registered family (loads ``kernels/families/*`` once)."""
+    if not _FAMILIES:
+        from . import families as pkg
+
+        for info in sorted(pkgutil.iter_modules(pkg.__path__), key=lambda i: i.name):
+            mod = importlib.import_module(f"{pkg.__name__}.{info.name}")
+            fam = mod.FAMILY
+            _FAMILIES[fam.name] = fam
+    return _FAMILIES
+
+
+def family(name: str) -> Family:
+    try:
+        return families()[name]
+    except KeyError:
+        raise KeyError(f"no kernel family {name!r}") from None
+
+
+_GLOBAL_RE = re.compile(r"__global__\s+void\s+(?:__launch_bounds__\([^)]*\)\s*)?(\w+)\s*\(")
+
+
+def global_names(source: str) -> set[str]:
+    """Names of the ``__global__`` functions defined in ``source``."""
+    return set(_GLOBAL_RE.findall(source))

@@ -1,0 +1,124 @@
+"""Explicit transfers and storage ops: upload, download, reclaim, fill, strided copy.
+
+``upload_host_tensor`` enqueues a host-to-device copy (the host data is staged by the
+driver before the call returns, so the numpy array may be dropped at once).
+``download_to_host`` is one of the two host barriers: it returns a host tensor holding
+the finished result. Everything else only enqueues.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import _driver
+from ..errors import RuntimeStateError, ValidationError
+from ..tensor import Tensor, _Strided
+from ._base import OpsBase
+from ._layout import index_type, layouts_for
+
+_STORAGE = {1: "tf::u8", 2: "unsigned short", 4: "tf::u32", 8: "tf::u64", 16: "tf::b128"}
+
+
+class TransferOps(OpsBase):
+    def upload_host_tensor(self, tensor) -> Tensor:
+        """Copy a host tensor, host view or numpy array into a new device tensor."""
+        op = "upload_host_tensor"
+        state = self._begin(op)
+        if isinstance(tensor, np.ndarray):
+            tensor = Tensor.from_numpy(tensor)
+        if not isinstance(tensor, _Strided):
+            raise ValidationError(f"expected a host Tensor, TensorView or numpy array "
+                                  f"(got {type(tensor).__name__})", op=op)
+        if tensor.base.host is None:
+            raise RuntimeStateError("the tensor is already on a device; upload takes a host "
+                                    "tensor (use to_contiguous_read or copy_read_into)", op=op)
+        data = tensor.numpy() if tensor.base is not tensor else tensor.base.host
+        data = np.ascontiguousarray(data)
+        out = self._alloc(tensor.dtype, tensor.shape, op)
+        if out.nbytes:
+            _driver.memcpy_htod_async(out.buffer.ptr, data.ctypes.data, out.nbytes,
+                                      state.stream, op)
+        return out
+
+    def download_to_host(self, tensor) -> Tensor:
+        """Copy a device tensor or view to a new host tensor; blocks until it is there."""
+        op = "download_to_host"
+        state = self._begin(op)
+        if isinstance(tensor, _Strided) and tensor.base.buffer is None:
+            raise RuntimeStateError("download_to_host takes a device tensor; this one is "
+                                    "already on the host", op=op)
+        self._resident(tensor, op)
+        src = tensor if tensor.is_contiguous else self._compact(tensor, op)
+        host = np.empty(tensor.shape, dtype=tensor.dtype.numpy)
+        if host.nbytes:
+            _driver.memcpy_dtoh_async(host.ctypes.data, src.data_ptr(), host.nbytes,
+                                      state.stream, op)
+            _driver.stream_synchronize(state.stream, op)
+        return Tensor.from_numpy(host)
+
+    def reclaim_buffer(self, tensor: Tensor) -> None:
+        """Release ``tensor``'s device memory now (stream-ordered); the tensor is unusable."""
+        op = "reclaim_buffer"
+        self._begin(op)
+        if not isinstance(tensor, Tensor):
+            raise ValidationError("reclaim_buffer takes an owned Tensor, not a view", op=op)
+        self._resident(tensor, op)
+        tensor.buffer.release()
+
+    # --- storage kernels (used by other families and the kernel session) ---------------
+    def _compact(self, view: _Strided, op: str) -> Tensor:
+        out = self._alloc(view.dtype, view.shape, op)
+        self._copy_into(view, out, op)
+        return out
+
+    def _copy_into(self, src: _Strided, dst: _Strided, op: str) -> None:
+        """Enqueue dst[...] = src[...] for equal shapes and dtypes (validated by caller)."""
+        n = src.size
+        if n == 0:
+            return
+        item = src.dtype.itemsize
+        if src.is_contiguous and dst.is_contiguous:
+            _driver.memcpy_dtod_async(dst.data_ptr(), src.data_ptr(), n * item,
+                                      self._state.stream, op)
+            return
+        shape, (dl, sl) = layouts_for(src.shape, dst, src)
+        itype = index_type(n)
+        fn = self._fn("copy", f"tf::strided_copy<{_STORAGE[item]}, {itype}>")
+        pack = self._pack(("copy", itype), "PLPL" + ("I" if itype == "tf::u32" else "Q"))
+        params = pack.pack(dst.base.buffer.ptr, dl, src.base.buffer.ptr, sl, n)
+        self._launch1d(fn, self._grid(n), params, op)
+
+    def _fill(self, out: _Strided, value, op: str) -> None:
+        """Enqueue out[...] = value (a Python scalar of out's dtype)."""
+        n = out.size
+        if n == 0:
+            return
+        if not out.is_contiguous:
+            tmp = self._alloc(out.dtype, out.shape, op)
+            self._fill(tmp, value, op)
+            self._copy_into(tmp, out, op)
+            return
+        item = out.dtype.itemsize
+        raw = np.asarray(value, dtype=out.dtype.numpy).tobytes()
+        if raw == bytes(item):
+            _driver.memset_d8_async(out.data_ptr(), 0, n * item, self._state.stream, op)
+            return
+        fn = self._fn("copy", f"tf::fill<{_STORAGE[item]}>")
+        code = "X16" if item == 16 else f"S{item}"
+        pack = self._pack(("fill", item), f"P{code}q")
+        self._launch1d(fn, self._grid(n), pack.pack(out.data_ptr(), raw, n), op)
+
+    def _scale(self, out: _Strided, factor, op: str) -> None:
+        """Enqueue out[...] *= factor (numeric dtypes, validated by the caller)."""
+        n = out.size
+        if n == 0:
+            return
+        raw = np.asarray(factor, dtype=out.dtype.numpy).tobytes()
+        item = out.dtype.itemsize
+        shape, (lay,) = layouts_for(out.shape, out)
+        itype = index_type(n)
+        fn = self._fn("copy", f"tf::scale_inplace<{out.dtype.ctype}, {itype}>")
+        code = "X16" if item == 16 else f"S{item}"
+        pack = self._pack(("scale", item, itype),
+                          f"PL{code}" + ("I" if itype == "tf::u32" else "Q"))
+        self._launch1d(fn, self._grid(n), pack.pack(out.base.buffer.ptr, lay, raw, n), op)

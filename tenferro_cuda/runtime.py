@@ -1,0 +1,311 @@
+"""``CudaRuntime``: one per device ordinal per process, created lazily by the first
+session for that device (never at import).
+
+A runtime retains the device's primary context, captures ``CudaDeviceInfo``, mints a
+fresh ``CudaRuntimeIdentity`` and ``AllocationDomainId``, and owns the memory pool, the
+loaded kernel modules and one ``ThreadState`` per thread (a non-blocking stream, the
+deferred device-error word and the per-op launch caches). A sticky CUDA error poisons the
+runtime: every later call raises ``ContextLostError`` at once.
+"""
+
+from __future__ import annotations
+
+import enum
+import itertools
+import os
+import threading
+from dataclasses import dataclass
+
+from . import _driver
+from .errors import ContextLostError, CudaDeviceError, RuntimeStateError
+from .kernels.compiler import compile_cached, compile_family, shared_cache
+from .memory import MemoryPool
+
+__all__ = ["CudaRuntime", "CudaDeviceInfo", "CudaRuntimeIdentity", "AllocationDomainId",
+           "Capability", "error_code", "error_message"]
+
+
+class Capability(enum.Enum):
+    """What a session can do (the spec's GpuExtensionCapability, plus our own)."""
+
+    RAW_MODULE = "raw_module"
+    RUNTIME_COMPILATION = "runtime_compilation"
+    KERNEL_SESSION = "kernel_session"
+    RAW_STREAM = "raw_stream"
+    SAME_DEVICE_ASYNC_COPY = "same_device_async_copy"
+    PEER_COPY = "peer_copy"
+    BF16_ARITHMETIC = "bf16_arithmetic"
+    STREAM_ORDERED_MEMORY = "stream_ordered_memory"
+    CUBLAS = "cublas"
+
+
+@dataclass(frozen=True)
+class CudaDeviceInfo:
+    """Immutable facts about one device."""
+
+    ordinal: int
+    name: str
+    uuid: str
+    compute_capability: tuple[int, int]
+    total_memory: int
+    multiprocessor_count: int
+    l2_cache_bytes: int
+    memory_bus_width_bits: int
+    memory_clock_khz: int
+    max_threads_per_block: int
+    max_block_dims: tuple[int, int, int]
+    max_grid_dims: tuple[int, int, int]
+    max_shared_per_block: int
+    memory_pools_supported: bool
+
+    @property
+    def arch(self) -> int:
+        """The NVRTC target (``90`` for sm_90)."""
+        major, minor = self.compute_capability
+        return 10 * major + minor
+
+    @property
+    def peak_bandwidth_gbps(self) -> float:
+        """Theoretical DRAM bandwidth: 2 transfers per clock x bus width."""
+        return 2 * self.memory_clock_khz * 1e3 * self.memory_bus_width_bits / 8 / 1e9
+
+
+@dataclass(frozen=True)
+class CudaRuntimeIdentity:
+    ordinal: int
+    uuid: str
+    serial: int
+    pid: int
+
+
+@dataclass(frozen=True)
+class AllocationDomainId:
+    value: int
+
+
+_serials = itertools.count(1)
+_error_lock = threading.Lock()
+_error_messages: list[str] = ["no error"]
+
+
+def error_code(op: str, reason: str) -> int:
+    """A code for a deferred device error, stable for the process."""
+    message = f"{reason} in {op}"
+    with _error_lock:
+        if message not in _error_messages:
+            _error_messages.append(message)
+        return _error_messages.index(message)
+
+
+def error_message(code: int) -> str:
+    with _error_lock:
+        if 0 <= code < len(_error_messages):
+            return _error_messages[code]
+    return f"device error code {code}"
+
+
+def _read_info(ordinal: int, dev) -> CudaDeviceInfo:
+    a = _driver.device_attributes(dev)
+    return CudaDeviceInfo(
+        ordinal=ordinal,
+        name=_driver.device_name(dev),
+        uuid=_driver.device_uuid(dev),
+        compute_capability=(a["cc_major"], a["cc_minor"]),
+        total_memory=_driver.device_total_mem(dev),
+        multiprocessor_count=a["sm_count"],
+        l2_cache_bytes=a["l2_bytes"],
+        memory_bus_width_bits=a["bus_width_bits"],
+        memory_clock_khz=a["memory_clock_khz"],
+        max_threads_per_block=a["max_threads_per_block"],
+        max_block_dims=(a["max_block_x"], a["max_block_y"], a["max_block_z"]),
+        max_grid_dims=(a["max_grid_x"], a["max_grid_y"], a["max_grid_z"]),
+        max_shared_per_block=a["max_shared_per_block_optin"],
+        memory_pools_supported=bool(a["memory_pools"]),
+    )
+
+
+class ThreadState:
+    """Per (runtime, thread): the stream, the error word, launch caches, entry flag."""
+
+    def __init__(self, runtime: CudaRuntime) -> None:
+        self.thread = threading.get_ident()
+        self.stream = _driver.stream_create()
+        self.err_host = _driver.host_alloc_pinned(8)
+        self.err_word = runtime.pool.alloc(8, self.stream, op="runtime")
+        _driver.memset_d8_async(self.err_word.ptr, 0, 8, self.stream)
+        self.prepared: dict = {}
+        self.session_open = False
+        self.pending: list = []  # callables run by flush() (deferred frees, fused work)
+
+
+class CudaRuntime:
+    """The per-device runtime. Use ``CudaRuntime.get(ordinal)``; sessions do this."""
+
+    _registry: dict[int, CudaRuntime] = {}
+    _registry_lock = threading.Lock()
+
+    def __init__(self, ordinal: int, *, _token: object = None) -> None:
+        if _token is not _TOKEN:
+            raise TypeError("CudaRuntime is created by sessions; use CudaRuntime.get(ordinal)")
+        count = _driver.device_count()
+        if not 0 <= ordinal < count:
+            raise CudaDeviceError(f"no CUDA device {ordinal} ({count} present)", op="runtime")
+        self.ordinal = ordinal
+        self.pid = os.getpid()
+        self.device = _driver.device(ordinal)
+        self.info = _read_info(ordinal, self.device)
+        self.context = _driver.primary_ctx_retain(self.device)
+        self.context_id = int(self.context)
+        serial = next(_serials)
+        self.identity = CudaRuntimeIdentity(ordinal, self.info.uuid, serial, self.pid)
+        self.domain = AllocationDomainId(serial)
+        self.cache = shared_cache()
+        self._lock = threading.RLock()
+        self._tls = threading.local()
+        self._states: list[ThreadState] = []
+        self._functions: dict[tuple[str, str, tuple[str, ...]], object] = {}
+        self._modules: list[object] = []
+        self.resources: dict = {}
+        self.closed = False
+        _driver.ctx_push(self.context)
+        try:
+            self.pool = MemoryPool(ordinal, self.context, serial)
+        finally:
+            _driver.ctx_pop()
+
+    @classmethod
+    def get(cls, ordinal: int = 0) -> CudaRuntime:
+        """The process-wide runtime of device ``ordinal`` (created on first use)."""
+        rt = cls._registry.get(ordinal)
+        if rt is not None and not rt.closed:
+            return rt
+        with cls._registry_lock:
+            rt = cls._registry.get(ordinal)
+            if rt is None or rt.closed:
+                rt = cls(ordinal, _token=_TOKEN)
+                cls._registry[ordinal] = rt
+            return rt
+
+    @classmethod
+    def create_separate(cls, ordinal: int = 0) -> CudaRuntime:
+        """A second, independent runtime on the same device (its own allocation domain).
+        Meant for tests and tools; tensors never cross between runtimes."""
+        return cls(ordinal, _token=_TOKEN)
+
+    # --- state checks ------------------------------------------------------------------
+    def check_alive(self, op: str = "") -> None:
+        if self.closed:
+            raise RuntimeStateError(f"the runtime of device {self.ordinal} is closed", op=op)
+        if self.context_id in _driver.lost_contexts:
+            raise ContextLostError(
+                f"CUDA device {self.ordinal}: {_driver.LOST_MESSAGE}", op=op)
+        if os.getpid() != self.pid:
+            raise RuntimeStateError(
+                f"the runtime of device {self.ordinal} was initialised in process {self.pid} "
+                f"and cannot be used after fork(); start CUDA work in the child instead",
+                op=op)
+
+    def thread_state(self) -> ThreadState:
+        """This thread's state (stream created on first use, in the primary context)."""
+        state = getattr(self._tls, "state", None)
+        if state is None:
+            self.check_alive("thread_state")
+            _driver.ctx_push(self.context)
+            try:
+                state = ThreadState(self)
+            finally:
+                _driver.ctx_pop()
+            self._tls.state = state
+            with self._lock:
+                self._states.append(state)
+        return state
+
+    # --- kernels -----------------------------------------------------------------------
+    def load_module(self, image: bytes, op: str = ""):
+        """Load a cubin/PTX image into the primary context (caller made it current)."""
+        module = _driver.module_load_data(image, op)
+        with self._lock:
+            self._modules.append(module)
+        return module
+
+    def function(self, family: str, expression: str, extra_options: tuple[str, ...] = ()):
+        """The CUfunction of a registered family's instantiation (compiled, cached)."""
+        key = (family, expression, extra_options)
+        fn = self._functions.get(key)
+        if fn is not None:
+            return fn
+        with self._lock:
+            fn = self._functions.get(key)
+            if fn is None:
+                prog = compile_family(family, (expression,), self.info.arch)
+                fn = self._load_function(prog, expression, family)
+                self._functions[key] = fn
+        return fn
+
+    def function_from_source(self, source: str, name: str, expression: str,
+                             extra_options: tuple[str, ...] = (), op: str = ""):
+        """The CUfunction of ``expression`` in a generated source (fusion, extensions)."""
+        key = ("<source>", source, (expression, *extra_options))
+        fn = self._functions.get(key)
+        if fn is None:
+            with self._lock:
+                prog = compile_cached(source, name, (expression,), self.info.arch,
+                                      extra_options, op=op)
+                fn = self._load_function(prog, expression, op)
+                self._functions[key] = fn
+        return fn
+
+    def _load_function(self, prog, expression: str, op: str):
+        _driver.ctx_push(self.context)
+        try:
+            module = self.load_module(prog.image, op)
+            return _driver.module_get_function(module, prog.lowered[expression], op)
+        finally:
+            _driver.ctx_pop()
+
+    # --- lifetime ----------------------------------------------------------------------
+    def synchronize_all(self) -> None:
+        with self._lock:
+            states = list(self._states)
+        for state in states:
+            _driver.stream_synchronize(state.stream)
+
+    def release_cached_memory(self) -> None:
+        """Wait for pending frees on every stream, then return cached pool memory."""
+        self.check_alive("release_cached_memory")
+        _driver.ctx_push(self.context)
+        try:
+            self.synchronize_all()
+            self.pool.trim(0)
+        finally:
+            _driver.ctx_pop()
+
+    def close(self) -> None:
+        """Release everything this runtime holds (sessions must be closed)."""
+        if self.closed:
+            return
+        self.closed = True
+        try:
+            _driver.ctx_push(self.context)
+            try:
+                self.synchronize_all()
+                for state in self._states:
+                    state.err_word.release()
+                    _driver.host_free(state.err_host)
+                    _driver.stream_destroy(state.stream)
+                for module in self._modules:
+                    _driver.module_unload(module)
+                self.pool.close()
+            finally:
+                _driver.ctx_pop()
+        finally:
+            _driver.primary_ctx_release(self.device)
+            with CudaRuntime._registry_lock:
+                if CudaRuntime._registry.get(self.ordinal) is self:
+                    del CudaRuntime._registry[self.ordinal]
+
+    def __repr__(self) -> str:
+        return f"CudaRuntime(device={self.ordinal}, {self.info.name!r}, serial={self.identity.serial})"
+
+
+_TOKEN = object()

@@ -1,0 +1,259 @@
+"""Tensors and strided views.
+
+- ``Tensor`` owns compact row-major storage (numpy C order): a ``DeviceBuffer`` on a
+  runtime's pool, or a numpy array on the host (``Tensor.from_numpy``).
+- ``TensorView`` borrows a tensor's storage with its own shape, signed element strides
+  and element offset. Construction checks that every element it can address lies inside
+  the base buffer. Views are what the ``*_read`` ops accept besides tensors, and what
+  ``*_into`` ops may write through.
+- Nothing here transfers data or touches the driver: transfers are session methods.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from .dtypes import DType, as_dtype
+from .errors import RuntimeStateError, ValidationError
+
+__all__ = ["Tensor", "TensorView", "compact_strides"]
+
+
+def compact_strides(shape: Sequence[int]) -> tuple[int, ...]:
+    """Row-major element strides of ``shape``."""
+    out = [1] * len(shape)
+    acc = 1
+    for i in range(len(shape) - 1, -1, -1):
+        out[i] = acc
+        acc *= max(int(shape[i]), 1)
+    return tuple(out)
+
+
+def _check_shape(shape, op: str) -> tuple[int, ...]:
+    try:
+        dims = tuple(int(s) for s in shape)
+    except TypeError:
+        raise ValidationError(f"shape must be a sequence of ints (got {shape!r})", op=op) from None
+    if any(s < 0 for s in dims):
+        raise ValidationError(f"shape entries must be >= 0 (got {dims})", op=op)
+    return dims
+
+
+class _Strided:
+    """Shared read-only surface of tensors and views."""
+
+    __slots__ = ()
+    dtype: DType
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]
+    offset: int
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * self.dtype.itemsize
+
+    @property
+    def itemsize(self) -> int:
+        return self.dtype.itemsize
+
+    @property
+    def is_contiguous(self) -> bool:
+        """Compact row-major with offset 0 (axes of extent 1 ignore their stride)."""
+        if self.size == 0:
+            return True
+        expect = 1
+        for s, st in zip(reversed(self.shape), reversed(self.strides)):
+            if s != 1 and st != expect:
+                return False
+            expect *= s
+        return True
+
+    @property
+    def base(self) -> Tensor:
+        raise NotImplementedError
+
+    @property
+    def is_device(self) -> bool:
+        return self.base.buffer is not None
+
+    @property
+    def is_host(self) -> bool:
+        return self.base.host is not None
+
+    def span(self) -> tuple[int, int]:
+        """(lowest, highest + 1) element offsets addressed; (offset, offset) when empty."""
+        if self.size == 0:
+            return self.offset, self.offset
+        lo = hi = self.offset
+        for s, st in zip(self.shape, self.strides):
+            if st > 0:
+                hi += (s - 1) * st
+            else:
+                lo += (s - 1) * st
+        return lo, hi + 1
+
+    def data_ptr(self) -> int:
+        """Device address of the element at index (0, ..., 0)."""
+        buf = self.base.buffer
+        if buf is None:
+            raise RuntimeStateError("a host tensor has no device address", op="data_ptr")
+        return buf.ptr + self.offset * self.dtype.itemsize
+
+    # --- views ------------------------------------------------------------------------
+    def view(self, shape: Sequence[int], strides: Sequence[int], offset: int = 0) -> TensorView:
+        """A view of this storage; ``strides``/``offset`` in elements of the base."""
+        return TensorView(self.base, shape, strides, offset)
+
+    def permute(self, perm: Sequence[int]) -> TensorView:
+        """A view with axes reordered: output axis i is input axis ``perm[i]``."""
+        perm = tuple(int(p) for p in perm)
+        if sorted(perm) != list(range(self.ndim)):
+            raise ValidationError(f"perm must be a permutation of range({self.ndim}) "
+                                  f"(got {perm})", op="permute")
+        return TensorView(self.base, [self.shape[p] for p in perm],
+                          [self.strides[p] for p in perm], self.offset)
+
+    @property
+    def T(self) -> TensorView:
+        return self.permute(tuple(range(self.ndim - 1, -1, -1)))
+
+    def __getitem__(self, key) -> TensorView:
+        """Basic indexing (ints, slices with any step, Ellipsis) as a view."""
+        if not isinstance(key, tuple):
+            key = (key,)
+        if key.count(Ellipsis) > 1:
+            raise ValidationError("at most one Ellipsis", op="getitem")
+        if Ellipsis in key:
+            i = key.index(Ellipsis)
+            fill = (slice(None),) * (self.ndim - len(key) + 1)
+            key = key[:i] + fill + key[i + 1:]
+        if len(key) > self.ndim:
+            raise ValidationError(f"too many indices ({len(key)}) for rank {self.ndim}",
+                                  op="getitem", kind="rank_mismatch")
+        key = key + (slice(None),) * (self.ndim - len(key))
+        shape, strides, offset = [], [], self.offset
+        for k, n, st in zip(key, self.shape, self.strides):
+            if isinstance(k, slice):
+                start, stop, step = k.indices(n)
+                count = len(range(start, stop, step))
+                offset += start * st if count else 0
+                shape.append(count)
+                strides.append(st * step)
+            elif isinstance(k, (int, np.integer)):
+                idx = int(k) + n if int(k) < 0 else int(k)
+                if not 0 <= idx < n:
+                    raise ValidationError(f"index {int(k)} out of range for extent {n}",
+                                          op="getitem", kind="axis_out_of_bounds")
+                offset += idx * st
+            else:
+                raise ValidationError(f"unsupported index {k!r}", op="getitem")
+        return TensorView(self.base, shape, strides, offset)
+
+    def numpy(self) -> np.ndarray:
+        """The host data as numpy (host tensors and views of them only)."""
+        host = self.base.host
+        if host is None:
+            raise RuntimeStateError(
+                "numpy() needs a host tensor; use session.download_to_host(t) first",
+                op="numpy")
+        item = self.dtype.itemsize
+        flat = host.reshape(-1)
+        if self.size == 0:
+            return np.empty(self.shape, self.dtype.numpy)
+        return np.lib.stride_tricks.as_strided(
+            flat[self.offset:], self.shape, [s * item for s in self.strides], writeable=False
+        ) if all(s >= 0 for s in self.strides) else _negative_view(flat, self)
+
+    def __repr__(self) -> str:
+        where = "device" if self.is_device else "host"
+        kind = type(self).__name__
+        return f"{kind}(shape={self.shape}, dtype={self.dtype.value}, {where})"
+
+
+def _negative_view(flat: np.ndarray, v: _Strided) -> np.ndarray:
+    idx = np.full(v.shape, v.offset, dtype=np.int64)
+    for axis, (n, st) in enumerate(zip(v.shape, v.strides)):
+        shp = [1] * v.ndim
+        shp[axis] = n
+        idx = idx + (np.arange(n, dtype=np.int64) * st).reshape(shp)
+    return flat[idx]
+
+
+class Tensor(_Strided):
+    """An owned, compact row-major tensor on one device, or on the host."""
+
+    __slots__ = ("dtype", "shape", "strides", "offset", "buffer", "host", "__weakref__")
+
+    def __init__(self, *args, **kwargs) -> None:
+        raise TypeError("Tensor is made by a session (upload_host_tensor, ops) or "
+                        "by Tensor.from_numpy(array)")
+
+    @classmethod
+    def _make(cls, dtype: DType, shape: tuple[int, ...], buffer=None, host=None) -> Tensor:
+        t = object.__new__(cls)
+        t.dtype = dtype
+        t.shape = shape
+        t.strides = compact_strides(shape)
+        t.offset = 0
+        t.buffer = buffer
+        t.host = host
+        return t
+
+    @classmethod
+    def from_numpy(cls, array: np.ndarray | object) -> Tensor:
+        """A host tensor over ``array`` (copied only when not C-contiguous)."""
+        arr = np.asarray(array)
+        dtype = as_dtype(arr.dtype)
+        arr = np.ascontiguousarray(arr)
+        return cls._make(dtype, tuple(arr.shape), host=arr)
+
+    @property
+    def base(self) -> Tensor:
+        return self
+
+    @property
+    def reclaimed(self) -> bool:
+        return self.buffer is not None and self.buffer.freed
+
+
+class TensorView(_Strided):
+    """A borrowed strided view of a tensor's storage (bounds checked)."""
+
+    __slots__ = ("_base", "dtype", "shape", "strides", "offset")
+
+    def __init__(self, base: Tensor, shape: Sequence[int], strides: Sequence[int],
+                 offset: int = 0) -> None:
+        if not isinstance(base, Tensor):
+            raise ValidationError(f"a view needs a Tensor base (got {type(base).__name__})",
+                                  op="view")
+        shape_t = _check_shape(shape, "view")
+        strides_t = tuple(int(s) for s in strides)
+        if len(strides_t) != len(shape_t):
+            raise ValidationError(f"{len(shape_t)} extents but {len(strides_t)} strides",
+                                  op="view", kind="rank_mismatch")
+        self._base = base
+        self.dtype = base.dtype
+        self.shape = shape_t
+        self.strides = strides_t
+        self.offset = int(offset)
+        lo, hi = self.span()
+        if self.size and (lo < 0 or hi > base.size):
+            raise ValidationError(
+                f"view (shape {shape_t}, strides {strides_t}, offset {self.offset}) addresses "
+                f"elements [{lo}, {hi}) outside its base of {base.size} elements",
+                op="view", kind="axis_out_of_bounds")
+
+    @property
+    def base(self) -> Tensor:
+        return self._base
