@@ -14,6 +14,7 @@ from .transfer import TransferOps
 _FAMILY_MODULES = (
     ("elementwise", "ElementwiseOps"),
     ("analytic", "AnalyticOps"),
+    ("cast", "CastOps"),
     ("structural", "StructuralOps"),
     ("reduction", "ReductionOps"),
     ("blas1", "Blas1Ops"),

@@ -1,0 +1,115 @@
+"""Timing helpers shared by the benchmark cases.
+
+All device timings are CUDA-event medians after warm-up, on the stream the work runs on.
+A case returns ``Row``s; ``tools/bench.py`` prints them beside the peers and writes
+``bench/results.json``.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import asdict, dataclass, field
+
+from tenferro_cuda import _driver
+
+
+@dataclass
+class Row:
+    """One benchmark figure. ``unit`` is GB/s, TFLOP/s or us; higher is better except us."""
+
+    family: str
+    name: str
+    unit: str
+    ours: float
+    torch: float | None = None
+    cupy: float | None = None
+    target: str = ""
+    note: str = ""
+    extra: dict = field(default_factory=dict)
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def event_median_ms(stream, fn, warmup: int = 3, iters: int = 10) -> float:
+    """Median device time of ``fn()`` enqueued on ``stream`` (a CUstream), in ms."""
+    for _ in range(warmup):
+        fn()
+    _driver.stream_synchronize(stream)
+    start, end = _driver.event_create(True), _driver.event_create(True)
+    times = []
+    try:
+        for _ in range(iters):
+            _driver.event_record(start, stream)
+            fn()
+            _driver.event_record(end, stream)
+            _driver.event_synchronize(end)
+            times.append(_driver.event_elapsed_ms(start, end))
+    finally:
+        _driver.event_destroy(start)
+        _driver.event_destroy(end)
+    return statistics.median(times)
+
+
+def session_ms(session, fn, warmup: int = 3, iters: int = 10) -> float:
+    """Median device time of ``fn()`` on the session stream."""
+    stream = _driver.stream_handle(session.stream_handle)
+    return event_median_ms(stream, fn, warmup, iters)
+
+
+def torch_ms(fn, warmup: int = 3, iters: int = 10) -> float | None:
+    try:
+        import torch
+    except ImportError:
+        return None
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(iters):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        fn()
+        b.record()
+        b.synchronize()
+        times.append(a.elapsed_time(b))
+    return statistics.median(times)
+
+
+def cupy_ms(fn, warmup: int = 3, iters: int = 10) -> float | None:
+    try:
+        import cupy
+    except ImportError:
+        return None
+    for _ in range(warmup):
+        fn()
+    cupy.cuda.Device().synchronize()
+    times = []
+    for _ in range(iters):
+        a, b = cupy.cuda.Event(), cupy.cuda.Event()
+        a.record()
+        fn()
+        b.record()
+        b.synchronize()
+        times.append(cupy.cuda.get_elapsed_time(a, b))
+    return statistics.median(times)
+
+
+def host_us(fn, sync, calls: int = 20000, repeats: int = 5) -> float:
+    """Host cost per call: ``calls`` calls then ``sync()``, median over repeats, in us."""
+    for _ in range(min(calls, 1000)):
+        fn()
+    sync()
+    out = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        sync()
+        out.append((time.perf_counter() - t0) / calls * 1e6)
+    return statistics.median(out)
+
+
+def gbps(nbytes: int, ms: float | None) -> float | None:
+    return None if ms is None or ms <= 0 else nbytes / (ms * 1e-3) / 1e9
