@@ -26,13 +26,3 @@ def s():
 @pytest.fixture
 def rng():
     return np.random.default_rng(12345)
-
-
-def up(session, array):
-    """Upload a numpy array."""
-    return session.upload_host_tensor(np.ascontiguousarray(array))
-
-
-def down(session, tensor):
-    """Download to numpy."""
-    return session.download_to_host(tensor).numpy()
