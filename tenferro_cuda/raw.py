@@ -16,7 +16,8 @@ import numpy as np
 
 from . import _driver
 from .dtypes import DType, as_dtype
-from .errors import BackendSourceError, RuntimeStateError, ValidationError
+from .errors import RuntimeStateError, ValidationError
+from .kernels.args import ArgPack
 from .kernels.compiler import compile_cached
 from .tensor import Tensor, _Strided
 
@@ -264,13 +265,9 @@ class RawSession:
                             f"{info.max_shared_per_block}")
         if problems:
             raise ValidationError("; ".join(problems), op=self.op)
-        blob, pointers = _pack_args(args)
-        try:
-            _driver.launch(fn._fn, config.grid, config.block, config.shared_bytes,
-                           self._stream, pointers.address, self.op)
-        except BackendSourceError:
-            raise
-        del blob
+        params = _pack_args(self._session._state.prepared, args)
+        _driver.launch(fn._fn, config.grid, config.block, config.shared_bytes,
+                       self._stream, params, self.op)
 
     def resource(self, key, init):
         """A per-runtime cached value (e.g. a compiled module's image) for ``key``."""
@@ -283,11 +280,11 @@ class RawSession:
         return res[key]
 
 
-def _pack_args(args: Sequence[KernelArg]):
-    from .kernels.args import ArgPack
-
+def _pack_args(prepared: dict, args: Sequence[KernelArg]) -> int:
+    """Pack into this thread's cached ArgPack for the argument signature."""
     codes = "".join(("X" if a.align >= 16 else "S") + str(len(a.data)) for a in args)
-    pack = ArgPack(codes) if args else ArgPack("")
-    if args:
-        pack.pack(*(a.data for a in args))
-    return pack, pack
+    key = ("raw-args", codes)
+    pack = prepared.get(key)
+    if pack is None:
+        pack = prepared[key] = ArgPack(codes)
+    return pack.pack(*(a.data for a in args))

@@ -1,0 +1,98 @@
+"""Foundation figures: launch host cost, pool alloc/free, first-call latency cold and
+warm, tiny round trip, device copy bandwidth (the reference for every GB/s figure)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+
+import numpy as np
+
+import tenferro_cuda as tc
+from tenferro_cuda import _driver
+from tenferro_cuda.kernels.args import ArgPack
+from tenferro_cuda.raw import KernelArg, LaunchConfig
+
+from .common import Row, gbps, host_us, session_ms
+
+FAMILY = "foundation"
+
+
+def copy_bandwidth(s) -> float:
+    n = 1 << 28  # 1 GiB of float32
+    a = s.upload_host_tensor(np.zeros(1, np.float32))
+    with s.kernels("bench.copy") as ks:
+        a = ks.alloc_zero_output(tc.float32, (n,))
+        b = ks.alloc_output(tc.float32, (n,))
+    stream = _driver.stream_handle(s.stream_handle)
+    ms = session_ms(s, lambda: _driver.memcpy_dtod_async(b.data_ptr(), a.data_ptr(), 4 * n,
+                                                         stream), iters=20)
+    return gbps(8 * n, ms)
+
+
+def launch_costs(s) -> list[Row]:
+    from cuda.bindings import driver as d
+
+    rows = []
+    with s.kernels("bench.launch") as ks:
+        out = ks.alloc_output(tc.float32, (1,))
+        fill = ks.function("copy", "fill", "tf::u32")
+        cfg = LaunchConfig(1, 32)
+        args = [KernelArg.pointer(out.data_ptr()), KernelArg.raw(b"\0\0\0\0"), KernelArg.i64(1)]
+        sync = s.synchronize
+        rows.append(Row(FAMILY, "kernel session launch (pre-built args)", "us",
+                        host_us(lambda: ks.launch(fill, cfg, args), sync),
+                        target="report; bare cuLaunchKernel 5.2 us"))
+    fn = s._rt.function("copy", "tf::fill<tf::u32>")
+    pack = ArgPack("PS4q")
+    params = pack.pack(out.data_ptr(), b"\0\0\0\0", 1)
+    stream = s._state.stream
+    launch = d.cuLaunchKernel
+    rows.append(Row(FAMILY, "bare cuLaunchKernel, pre-packed", "us",
+                    host_us(lambda: launch(fn, 1, 1, 1, 32, 1, 1, 0, stream, params, 0), sync)))
+    pool = s._rt.pool
+    rows.append(Row(FAMILY, "pool alloc+free pair (4 KiB)", "us",
+                    host_us(lambda: pool.alloc(4096, stream).release(), sync)))
+    rows.append(Row(FAMILY, "upload+download of 4 bytes", "us",
+                    host_us(lambda: s.download_to_host(s.upload_host_tensor(
+                        np.ones(1, np.float32))), sync, calls=2000)))
+    return rows
+
+
+def first_call_latency() -> list[Row]:
+    code = textwrap.dedent("""
+        import time, numpy as np
+        t0 = time.perf_counter()
+        import tenferro_cuda as tc
+        with tc.cuda_exec_session(0) as s:
+            x = s.upload_host_tensor(np.ones(1000, np.float32))
+            s.synchronize()
+            t1 = time.perf_counter()
+            with s.kernels("first") as ks:
+                ks.scale_tensor_write(x, 2.0)
+            s.synchronize()
+            t2 = time.perf_counter()
+        print("FIRST_MS", 1e3 * (t2 - t1))
+    """)
+    rows = []
+    with tempfile.TemporaryDirectory() as cache:
+        env = dict(os.environ, TENFERRO_CUDA_CACHE_DIR=cache)
+        for label in ("cold (empty cache)", "warm (new process, disk cache)"):
+            res = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                                 text=True, check=True)
+            ms = float(res.stdout.split("FIRST_MS")[1])
+            rows.append(Row(FAMILY, f"first call of a kernel, {label}", "ms", ms))
+    return rows
+
+
+def run(s) -> list[Row]:
+    t0 = time.perf_counter()
+    rows = [Row(FAMILY, "device copy bandwidth (DtoD, read+write)", "GB/s", copy_bandwidth(s))]
+    rows += launch_costs(s)
+    rows += first_call_latency()
+    rows[-1].extra["seconds"] = time.perf_counter() - t0
+    return rows
