@@ -215,7 +215,8 @@ class Tensor(_Strided):
         """A host tensor over ``array`` (copied only when not C-contiguous)."""
         arr = np.asarray(array)
         dtype = as_dtype(arr.dtype)
-        arr = np.ascontiguousarray(arr)
+        if not arr.flags.c_contiguous:
+            arr = arr.copy(order="C")  # (np.ascontiguousarray would make rank 0 rank 1)
         return cls._make(dtype, tuple(arr.shape), host=arr)
 
     @property

@@ -33,7 +33,8 @@ class TransferOps(OpsBase):
             raise RuntimeStateError("the tensor is already on a device; upload takes a host "
                                     "tensor (use to_contiguous_read or copy_read_into)", op=op)
         data = tensor.numpy() if tensor.base is not tensor else tensor.base.host
-        data = np.ascontiguousarray(data)
+        if not data.flags.c_contiguous:
+            data = data.copy(order="C")
         out = self._alloc(tensor.dtype, tensor.shape, op)
         if out.nbytes:
             _driver.memcpy_htod_async(out.buffer.ptr, data.ctypes.data, out.nbytes,

@@ -7,7 +7,7 @@ import numpy as np
 
 def up(session, array):
     """Upload a numpy array."""
-    return session.upload_host_tensor(np.ascontiguousarray(array))
+    return session.upload_host_tensor(np.asarray(array))
 
 
 def down(session, tensor):

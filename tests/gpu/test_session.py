@@ -167,19 +167,36 @@ def test_unbalanced_callback_still_restores(misbehaviour, foreign_ctx):
         s.synchronize()
 
 
-def test_restore_failure_logged_not_raised(capfd):
-    dev = _driver.device(0)
-    doomed = _driver.ctx_create(dev)  # current now; the session saves it
-    with pytest.raises(ValueError, match="own error"):
-        with tc.cuda_exec_session(0):
-            _driver.ctx_pop()  # ours
-            _driver.ctx_destroy(doomed)  # the saved context is gone: restore must fail
-            raise ValueError("the body's own error")
-    err = capfd.readouterr().err
-    assert "tenferro_cuda: failed to restore CUDA context during cuda_exec_session" in err
-    while current():
-        _driver.ctx_pop()
+def _failing_set_current(ctx):
+    raise tc.BackendSourceError("cuCtxSetCurrent failed: CUDA_ERROR_INVALID_CONTEXT (201)")
+
+
+def test_restore_failure_logged_not_raised(capfd, monkeypatch, foreign_ctx):
+    _driver.ctx_push(foreign_ctx)
+    try:
+        with pytest.raises(ValueError, match="own error"):
+            with tc.cuda_exec_session(0):
+                _driver.ctx_pop()  # pop ours: the restore must now set the saved one back
+                monkeypatch.setattr(_driver, "ctx_set_current", _failing_set_current)
+                raise ValueError("the body's own error")
+        monkeypatch.undo()
+        err = capfd.readouterr().err
+        assert "tenferro_cuda: failed to restore CUDA context during cuda_exec_session" in err
+        assert "CUDA_ERROR_INVALID_CONTEXT" in err
+    finally:
+        monkeypatch.undo()
+        while current():
+            _driver.ctx_pop()
     with tc.cuda_exec_session(0) as s:  # still usable
+        def body(raw):
+            _driver.ctx_pop()  # ours
+            _driver.ctx_pop()  # the session's: the restore must set the primary back
+            monkeypatch.setattr(_driver, "ctx_set_current", _failing_set_current)
+            return "result"
+        assert s.with_raw("test.restore_fail", body) == "result"
+        monkeypatch.undo()
+        assert "failed to restore CUDA context during test.restore_fail" in capfd.readouterr().err
+        _driver.ctx_push(s._rt.context)
         s.synchronize()
 
 
