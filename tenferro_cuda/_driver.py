@@ -33,6 +33,8 @@ LOST_MESSAGE = (
 )
 
 lost_contexts: set[int] = set()  # int(CUcontext) of contexts hit by a sticky error
+sync_policy = threading.local()  # .forbid / .allow counters (see tenferro_cuda.debug)
+forbid_everywhere = False  # TENFERRO_CUDA_FORBID_HOST_SYNC=1
 _init_lock = threading.Lock()
 _init_error: CudaDeviceError | None = None
 _initialised = False
@@ -232,7 +234,19 @@ def stream_destroy(stream) -> None:
     check(_d.cuStreamDestroy(stream), "cuStreamDestroy")
 
 
+def guard_blocking(api: str, op: str = "") -> None:
+    """Raise when a host-blocking call happens where the debug switch forbids it."""
+    forbid = forbid_everywhere or getattr(sync_policy, "forbid", 0)
+    if forbid and not getattr(sync_policy, "allow", 0):
+        from .errors import RuntimeStateError
+
+        raise RuntimeStateError(
+            f"host synchronization ({api}) inside an op while forbid_host_sync is active",
+            op=op)
+
+
 def stream_synchronize(stream, op: str = "") -> None:
+    guard_blocking("cuStreamSynchronize", op)
     status = _d.cuStreamSynchronize(stream)[0]
     if status:
         _fail("cuStreamSynchronize", status, op)
@@ -258,6 +272,7 @@ def event_record(event, stream) -> None:
 
 
 def event_synchronize(event) -> None:
+    guard_blocking("cuEventSynchronize")
     check(_d.cuEventSynchronize(event), "cuEventSynchronize")
 
 

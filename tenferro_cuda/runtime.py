@@ -176,6 +176,12 @@ class CudaRuntime:
     @classmethod
     def get(cls, ordinal: int = 0) -> CudaRuntime:
         """The process-wide runtime of device ``ordinal`` (created on first use)."""
+        if _forked_from is not None:
+            raise RuntimeStateError(
+                f"CUDA was initialised in process {_forked_from} before fork(); this child "
+                "process cannot use it. Start CUDA work after fork only in processes that "
+                "never initialised it (multiprocessing 'spawn' or 'forkserver')",
+                op="cuda_exec_session")
         rt = cls._registry.get(ordinal)
         if rt is not None and not rt.closed:
             return rt
@@ -194,16 +200,16 @@ class CudaRuntime:
 
     # --- state checks ------------------------------------------------------------------
     def check_alive(self, op: str = "") -> None:
-        if self.closed:
-            raise RuntimeStateError(f"the runtime of device {self.ordinal} is closed", op=op)
-        if self.context_id in _driver.lost_contexts:
-            raise ContextLostError(
-                f"CUDA device {self.ordinal}: {_driver.LOST_MESSAGE}", op=op)
         if os.getpid() != self.pid:
             raise RuntimeStateError(
                 f"the runtime of device {self.ordinal} was initialised in process {self.pid} "
                 f"and cannot be used after fork(); start CUDA work in the child instead",
                 op=op)
+        if self.closed:
+            raise RuntimeStateError(f"the runtime of device {self.ordinal} is closed", op=op)
+        if self.context_id in _driver.lost_contexts:
+            raise ContextLostError(
+                f"CUDA device {self.ordinal}: {_driver.LOST_MESSAGE}", op=op)
 
     def thread_state(self) -> ThreadState:
         """This thread's state (stream created on first use, in the primary context)."""
@@ -309,3 +315,20 @@ class CudaRuntime:
 
 
 _TOKEN = object()
+_forked_from: int | None = None
+
+
+def _after_fork_in_child() -> None:
+    """A forked child inherits no usable CUDA state: close every runtime without
+    touching the driver, so that each later call raises a clear RuntimeStateError."""
+    global _forked_from
+    parent = None
+    for rt in list(CudaRuntime._registry.values()):
+        parent = rt.pid
+        rt.closed = True
+        rt.pool.closed = True
+    if parent is not None:
+        _forked_from = parent
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)

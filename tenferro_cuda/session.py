@@ -19,7 +19,8 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import TypeVar
 
-from . import _context, _driver
+from . import _context, _driver, nvtx
+from .debug import allow_host_sync
 from .errors import SessionEntryError, ValidationError
 from .ops import SessionOps
 from .runtime import (
@@ -105,7 +106,8 @@ class CudaExecSession(SessionOps):
     def release_cached_memory(self) -> None:
         """Return the pool's cached (freed) memory to the driver; waits for pending frees."""
         self._begin("release_cached_memory")
-        self._rt.release_cached_memory()
+        with allow_host_sync():
+            self._rt.release_cached_memory()
 
     def set_memory_limit(self, limit: int | None) -> None:
         """Bound the bytes live in this runtime's pool (None: no bound)."""
@@ -122,11 +124,13 @@ class CudaExecSession(SessionOps):
         state = self._begin(op)
         self._flush()
         _driver.memcpy_dtoh_async(state.err_host, state.err_word.ptr, 4, state.stream, op)
-        _driver.stream_synchronize(state.stream, op)
+        with allow_host_sync():
+            _driver.stream_synchronize(state.stream, op)
         code = int.from_bytes(_read_host(state.err_host, 4), "little", signed=True)
         if code:
             _driver.memset_d8_async(state.err_word.ptr, 0, 4, state.stream, op)
-            _driver.stream_synchronize(state.stream, op)
+            with allow_host_sync():
+                _driver.stream_synchronize(state.stream, op)
             raise ValidationError(f"deferred device error: {error_message(code)}",
                                   op=error_message(code).rsplit(" in ", 1)[-1],
                                   kind="device_data")
@@ -182,6 +186,10 @@ class CudaExecSession(SessionOps):
     def __repr__(self) -> str:
         state = "open" if self._scope.alive else "closed"
         return f"<CudaExecSession device={self._rt.ordinal} {state}>"
+
+
+if nvtx.enabled():
+    nvtx.instrument(CudaExecSession)
 
 
 def _read_host(address: int, n: int) -> bytes:

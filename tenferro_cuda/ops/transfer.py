@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _driver
+from ..debug import allow_host_sync
 from ..errors import RuntimeStateError, ValidationError
 from ..tensor import Tensor, _Strided
 from ._base import OpsBase
@@ -54,7 +55,8 @@ class TransferOps(OpsBase):
         if host.nbytes:
             _driver.memcpy_dtoh_async(host.ctypes.data, src.data_ptr(), host.nbytes,
                                       state.stream, op)
-            _driver.stream_synchronize(state.stream, op)
+            with allow_host_sync():
+                _driver.stream_synchronize(state.stream, op)
         return Tensor.from_numpy(host)
 
     def reclaim_buffer(self, tensor: Tensor) -> None:
