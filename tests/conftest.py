@@ -1,0 +1,88 @@
+"""Test tiers and shared test environment.
+
+- ``has_gpu()``: whether a CUDA driver and at least one device are usable. It is asked in a
+  subprocess (so this process never initialises CUDA) and cached for the session.
+- Every test under ``tests/gpu/`` (or marked ``gpu``) is skipped without a device.
+- ``TENFERRO_CUDA_CACHE_DIR`` points at a fresh session-scoped directory unless the
+  environment already sets it, so tests never read or write the user's kernel cache.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+GPU_SKIP_REASON = (
+    "no CUDA GPU/driver on this machine (GPU tier runs via `make gpu-test` on a GPU host)"
+)
+GPU_DIR = Path(__file__).resolve().parent / "gpu"
+
+# Prints 1 when cuInit(0) succeeds and at least one device exists, else 0.
+_PROBE = """
+try:
+    from cuda.bindings import driver as d
+    (status,) = d.cuInit(0)
+    ok = int(status) == 0
+    if ok:
+        status, count = d.cuDeviceGetCount()
+        ok = int(status) == 0 and int(count) > 0
+except Exception:
+    ok = False
+print(1 if ok else 0)
+"""
+
+_CACHE_ENV = "TENFERRO_CUDA_CACHE_DIR"
+_made_cache_dir: str | None = None
+
+
+@functools.cache
+def has_gpu() -> bool:
+    """True when a CUDA driver and at least one device are usable (probed once)."""
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-c", _PROBE], capture_output=True, text=True, timeout=120
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return proc.returncode == 0 and proc.stdout.strip() == "1"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    global _made_cache_dir
+    if not os.environ.get(_CACHE_ENV):
+        _made_cache_dir = tempfile.mkdtemp(prefix="tenferro-cuda-test-cache-")
+        os.environ[_CACHE_ENV] = _made_cache_dir
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    global _made_cache_dir
+    if _made_cache_dir is not None:
+        shutil.rmtree(_made_cache_dir, ignore_errors=True)
+        os.environ.pop(_CACHE_ENV, None)
+        _made_cache_dir = None
+
+
+def _is_gpu_test(item: pytest.Item) -> bool:
+    path = Path(str(item.path)).resolve()
+    return GPU_DIR in path.parents or item.get_closest_marker("gpu") is not None
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    gpu_items = [item for item in items if _is_gpu_test(item)]
+    if gpu_items and not has_gpu():
+        skip = pytest.mark.skip(reason=GPU_SKIP_REASON)
+        for item in gpu_items:
+            item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def gpu_present() -> bool:
+    """``has_gpu()`` as a fixture (tests cannot import conftest under importlib mode)."""
+    return has_gpu()

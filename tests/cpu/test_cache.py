@@ -1,0 +1,260 @@
+"""tenferro_cuda.kernels.cache: keys, the entry format, disk robustness, memory bound."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from tenferro_cuda._nvrtc import CompiledProgram
+from tenferro_cuda.kernels import cache as C
+
+BASE_PARTS = (
+    "source text of ptx/elementwise.cu",
+    b"digest of every header",
+    "-std=c++17 -default-device",
+    "sm_90",
+    "nvrtc 13.0",
+    "tenferro_cuda 0.1.0",
+    "tf::add<float>;tf::add<double>",
+)
+
+
+def _program(tag: str = "a") -> CompiledProgram:
+    return CompiledProgram(
+        image=b"\x7fELF" + tag.encode() * 64 + bytes(range(256)),
+        lowered={f"tf::add<{tag}>": f"_ZN2tf3addI{tag}EEvPv", "tf::neg<float>": "_Z3negf"},
+        log=f"warning: {tag}",
+    )
+
+
+# --- keys ----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("index", range(len(BASE_PARTS)))
+def test_key_changes_with_every_part(index):
+    parts = list(BASE_PARTS)
+    changed = parts[index] + (b"!" if isinstance(parts[index], bytes) else "!")
+    parts[index] = changed
+    assert C.cache_key(tuple(parts)) != C.cache_key(BASE_PARTS)
+
+
+def test_key_is_deterministic_sha256_hex():
+    key = C.cache_key(BASE_PARTS)
+    assert key == C.cache_key(BASE_PARTS)
+    assert len(key) == 64 and all(c in "0123456789abcdef" for c in key)
+
+
+SPLITS = [
+    (("ab", "c"), ("a", "bc")),
+    (("abc",), ("ab", "c")),
+    (("", "x"), ("x", "")),
+    (("x",), ("x", "")),
+]
+
+
+@pytest.mark.parametrize(("a", "b"), SPLITS, ids=[f"{a}|{b}" for a, b in SPLITS])
+def test_key_part_boundaries_matter(a, b):
+    assert C.cache_key(a) != C.cache_key(b)
+
+
+def test_key_str_and_bytes_of_same_text_agree():
+    assert C.cache_key(("abc",)) == C.cache_key((b"abc",))
+
+
+# --- entry format ------------------------------------------------------------------------
+
+PROGRAMS = [
+    _program("a"),
+    CompiledProgram(image=b"", lowered={}, log=""),
+    CompiledProgram(image=b"\0" * 10, lowered={"k": "m"}, log="unicode \u2713 log"),
+]
+
+
+@pytest.mark.parametrize("program", PROGRAMS, ids=["typical", "empty", "unicode-log"])
+def test_encode_decode_round_trip(program):
+    blob = C.encode_entry(program)
+    assert blob[:4] == C.MAGIC
+    assert C.decode_entry(blob) == program
+
+
+_BLOB = C.encode_entry(_program())
+# Byte positions covering the magic, the checksum, the JSON header and the image.
+CORRUPT_AT = [0, 3, 4, 20, 35, 40, 41, 60, len(_BLOB) // 2, len(_BLOB) - 1]
+
+
+@pytest.mark.parametrize("pos", CORRUPT_AT)
+def test_decode_rejects_corrupt_byte(pos):
+    blob = bytearray(_BLOB)
+    blob[pos] ^= 0x5A
+    assert C.decode_entry(bytes(blob)) is None
+
+
+TRUNCATE_TO = [0, 1, 4, 39, 40, 41, 60, len(_BLOB) - 1]
+
+
+@pytest.mark.parametrize("length", TRUNCATE_TO)
+def test_decode_rejects_truncated(length):
+    assert C.decode_entry(_BLOB[:length]) is None
+
+
+# --- KernelCache on disk -----------------------------------------------------------------
+
+def test_put_get_memory_then_disk(tmp_path):
+    key = C.cache_key(BASE_PARTS)
+    first = C.KernelCache(tmp_path)
+    first.put(key, _program())
+    assert first.get(key) == _program()
+    assert first.stats["memory_hits"] == 1
+    assert first.path_for(key).is_file()
+
+    second = C.KernelCache(tmp_path)  # a new process: memory empty, disk warm
+    assert second.get(key) == _program()
+    assert second.stats["disk_hits"] == 1
+    assert second.get(key) == _program()
+    assert second.stats["memory_hits"] == 1
+
+
+def test_miss_counts(tmp_path):
+    cache = C.KernelCache(tmp_path)
+    assert cache.get("0" * 64) is None
+    assert cache.stats["misses"] == 1
+    assert cache.stats["corrupt"] == 0
+
+
+def test_default_directory_from_environment(tmp_path, monkeypatch):
+    monkeypatch.setenv("TENFERRO_CUDA_CACHE_DIR", str(tmp_path / "here"))
+    assert C.default_cache_dir() == tmp_path / "here"
+    assert C.KernelCache().directory == tmp_path / "here"
+
+
+def test_default_directory_without_environment(monkeypatch, tmp_path):
+    monkeypatch.delenv("TENFERRO_CUDA_CACHE_DIR", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert C.default_cache_dir() == tmp_path / ".cache" / "tenferro_cuda"
+
+
+def _damage(path: Path, how: str) -> None:
+    data = bytearray(path.read_bytes())
+    if how == "flip-image-byte":
+        data[-1] ^= 0xFF
+    elif how == "flip-checksum-byte":
+        data[10] ^= 0xFF
+    elif how == "bad-magic":
+        data[0:4] = b"XXXX"
+    elif how == "truncate-half":
+        data = data[: len(data) // 2]
+    elif how == "truncate-header":
+        data = data[:10]
+    elif how == "empty":
+        data = bytearray()
+    path.write_bytes(bytes(data))
+
+
+DAMAGE = ["flip-image-byte", "flip-checksum-byte", "bad-magic", "truncate-half",
+          "truncate-header", "empty"]
+
+
+@pytest.mark.parametrize("how", DAMAGE)
+def test_damaged_file_is_a_miss_then_rewritten(tmp_path, how):
+    key = C.cache_key(BASE_PARTS)
+    C.KernelCache(tmp_path).put(key, _program())
+    _damage(C.KernelCache(tmp_path).path_for(key), how)
+
+    cache = C.KernelCache(tmp_path)
+    assert cache.get(key) is None
+    assert cache.stats["corrupt"] == 1
+    assert cache.stats["misses"] == 1
+    assert cache.stats["disk_hits"] == 0
+
+    cache.put(key, _program())  # the recompiled program replaces the bad entry
+    assert C.KernelCache(tmp_path).get(key) == _program()
+
+
+def _temp_files(directory: Path) -> list[str]:
+    return sorted(p.name for p in directory.iterdir() if not p.name.endswith(".tfk")
+                  or p.name.startswith(".tmp"))
+
+
+def test_atomic_write_leaves_no_temp_files(tmp_path):
+    cache = C.KernelCache(tmp_path / "cache")
+    keys = [C.cache_key((str(i),)) for i in range(5)]
+    for i, key in enumerate(keys):
+        cache.put(key, _program(str(i)))
+    cache.put(keys[0], _program("again"))  # overwrite an existing entry
+    assert _temp_files(tmp_path / "cache") == []
+    assert sorted(p.name for p in (tmp_path / "cache").iterdir()) == sorted(
+        f"{k}.tfk" for k in keys)
+    assert cache.stats["writes"] == 6
+    assert cache.disk_usage()[0] == 5
+    assert C.KernelCache(tmp_path / "cache").get(keys[0]) == _program("again")
+
+
+def test_failed_replace_removes_temp_file_and_keeps_old_entry(tmp_path, monkeypatch):
+    key = C.cache_key(BASE_PARTS)
+    C.KernelCache(tmp_path).put(key, _program("old"))
+
+    def broken_replace(src, dst):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "replace", broken_replace)
+    cache = C.KernelCache(tmp_path)
+    with pytest.warns(RuntimeWarning, match="kernel cache disabled") as record:
+        cache.put(key, _program("new"))
+    assert len(record) == 1
+    monkeypatch.undo()
+    assert _temp_files(tmp_path) == []
+    assert C.KernelCache(tmp_path).get(key) == _program("old")
+    assert cache.get(key) == _program("new")  # still served from memory
+
+
+@pytest.mark.parametrize("first_op", ["put", "get"])
+def test_unwritable_directory_warns_once_then_memory_only(tmp_path, first_op):
+    (tmp_path / "afile").write_text("a regular file, so no directory can be made under it")
+    cache = C.KernelCache(tmp_path / "afile" / "cache")
+    keys = [C.cache_key((str(i),)) for i in range(4)]
+    with pytest.warns(RuntimeWarning, match="kernel cache disabled") as record:
+        if first_op == "get":
+            assert cache.get(keys[0]) is None
+        for i, key in enumerate(keys):
+            cache.put(key, _program(str(i)))
+        for i, key in enumerate(keys):
+            assert cache.get(key) == _program(str(i))
+        assert cache.get(C.cache_key(("absent",))) is None
+    assert len(record) == 1, [str(w.message) for w in record]
+    assert cache.stats["writes"] == 0
+    assert cache.stats["memory_hits"] == 4
+    assert cache.disk_usage() == (0, 0)
+
+
+def test_memory_bound_evicts_oldest(tmp_path):
+    cache = C.KernelCache(tmp_path, memory_limit=2)
+    keys = [C.cache_key((str(i),)) for i in range(3)]
+    for i, key in enumerate(keys):
+        cache.put(key, _program(str(i)))
+    assert len(cache._memory) == 2
+    assert cache.get(keys[2]) == _program("2")
+    assert cache.stats["memory_hits"] == 1
+    assert cache.get(keys[0]) == _program("0")  # evicted from memory, still on disk
+    assert cache.stats["disk_hits"] == 1
+    assert len(cache._memory) == 2
+
+
+def test_memory_bound_without_disk(tmp_path):
+    (tmp_path / "afile").write_text("x")
+    cache = C.KernelCache(tmp_path / "afile" / "cache", memory_limit=3)
+    with pytest.warns(RuntimeWarning):
+        for i in range(10):
+            cache.put(C.cache_key((str(i),)), _program(str(i)))
+    assert len(cache._memory) == 3
+    assert cache.get(C.cache_key(("0",))) is None
+    assert cache.get(C.cache_key(("9",))) == _program("9")
+
+
+def test_clear_memory(tmp_path):
+    cache = C.KernelCache(tmp_path)
+    key = C.cache_key(BASE_PARTS)
+    cache.put(key, _program())
+    cache.clear_memory()
+    assert cache.get(key) == _program()
+    assert cache.stats["disk_hits"] == 1
