@@ -93,6 +93,17 @@ def check(result, api: str, op: str = ""):
     return result[1:]
 
 
+def _checked(api: str):
+    """A wrapper that calls ``cuda.bindings.driver.<api>`` and ``check``s its result."""
+    fn = getattr(_d, api)
+
+    def call(*args):
+        return check(fn(*args), api)
+
+    call.__name__ = call.__qualname__ = api
+    return call
+
+
 # --- initialisation and devices -------------------------------------------------------
 
 def init() -> None:
@@ -186,39 +197,18 @@ def can_access_peer(dev, peer) -> bool:
 
 # --- contexts ---------------------------------------------------------------------------
 
-def primary_ctx_retain(dev):
-    return check(_d.cuDevicePrimaryCtxRetain(dev), "cuDevicePrimaryCtxRetain")
-
-
-def primary_ctx_release(dev) -> None:
-    check(_d.cuDevicePrimaryCtxRelease(dev), "cuDevicePrimaryCtxRelease")
-
-
-def ctx_get_current():
-    return check(_d.cuCtxGetCurrent(), "cuCtxGetCurrent")
-
-
-def ctx_push(ctx) -> None:
-    check(_d.cuCtxPushCurrent(ctx), "cuCtxPushCurrent")
-
-
-def ctx_pop():
-    return check(_d.cuCtxPopCurrent(), "cuCtxPopCurrent")
-
-
-def ctx_set_current(ctx) -> None:
-    check(_d.cuCtxSetCurrent(ctx), "cuCtxSetCurrent")
-
-
+primary_ctx_retain = _checked("cuDevicePrimaryCtxRetain")  # (dev)
+primary_ctx_release = _checked("cuDevicePrimaryCtxRelease")  # (dev)
+ctx_get_current = _checked("cuCtxGetCurrent")  # ()
+ctx_push = _checked("cuCtxPushCurrent")  # (ctx)
+ctx_pop = _checked("cuCtxPopCurrent")  # ()
+ctx_set_current = _checked("cuCtxSetCurrent")  # (ctx)
 def ctx_create(dev):
     """A new (non-primary) context, made current; for tests and foreign-context callers."""
     return check(_d.cuCtxCreate(None, 0, dev), "cuCtxCreate")
 
 
-def ctx_destroy(ctx) -> None:
-    check(_d.cuCtxDestroy(ctx), "cuCtxDestroy")
-
-
+ctx_destroy = _checked("cuCtxDestroy")  # (ctx)
 def null_context():
     return _d.CUcontext(0)
 
@@ -230,10 +220,7 @@ def stream_create():
     return check(_d.cuStreamCreate(flags), "cuStreamCreate")
 
 
-def stream_destroy(stream) -> None:
-    check(_d.cuStreamDestroy(stream), "cuStreamDestroy")
-
-
+stream_destroy = _checked("cuStreamDestroy")  # (stream)
 def guard_blocking(api: str, op: str = "") -> None:
     """Raise when a host-blocking call happens where the debug switch forbids it."""
     forbid = forbid_everywhere or getattr(sync_policy, "forbid", 0)
@@ -267,10 +254,7 @@ def event_create(timing: bool = False):
     return check(_d.cuEventCreate(flags), "cuEventCreate")
 
 
-def event_record(event, stream) -> None:
-    check(_d.cuEventRecord(event, stream), "cuEventRecord")
-
-
+event_record = _checked("cuEventRecord")  # (event, stream)
 def event_synchronize(event) -> None:
     guard_blocking("cuEventSynchronize")
     check(_d.cuEventSynchronize(event), "cuEventSynchronize")
@@ -280,10 +264,7 @@ def event_elapsed_ms(start, end) -> float:
     return float(check(_d.cuEventElapsedTime(start, end), "cuEventElapsedTime"))
 
 
-def event_destroy(event) -> None:
-    check(_d.cuEventDestroy(event), "cuEventDestroy")
-
-
+event_destroy = _checked("cuEventDestroy")  # (event)
 def stream_wait_event(stream, event) -> None:
     check(_d.cuStreamWaitEvent(stream, event, 0), "cuStreamWaitEvent")
 
@@ -319,10 +300,7 @@ def mem_pool_create(ordinal: int):
     return pool
 
 
-def mem_pool_destroy(pool) -> None:
-    check(_d.cuMemPoolDestroy(pool), "cuMemPoolDestroy")
-
-
+mem_pool_destroy = _checked("cuMemPoolDestroy")  # (pool)
 def mem_pool_trim(pool, keep: int = 0) -> None:
     check(_d.cuMemPoolTrimTo(pool, keep), "cuMemPoolTrimTo")
 
@@ -412,7 +390,8 @@ def function_attributes(fn) -> dict[str, int]:
         "registers": attr.CU_FUNC_ATTRIBUTE_NUM_REGS,
         "local_bytes": attr.CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES,
     }
-    return {k: int(check(_d.cuFuncGetAttribute(a, fn), "cuFuncGetAttribute")) for k, a in keys.items()}
+    api = "cuFuncGetAttribute"
+    return {k: int(check(_d.cuFuncGetAttribute(a, fn), api)) for k, a in keys.items()}
 
 
 def function_set_max_dynamic_shared(fn, nbytes: int) -> None:

@@ -34,8 +34,12 @@ def _backend() -> tuple[Callable[[str], object], Callable[[], object]] | None:
             continue
         push, pop = lib.nvtxRangePushA, lib.nvtxRangePop
         push.argtypes = [ctypes.c_char_p]
-        return (lambda msg: push(msg.encode())), pop
+        return functools.partial(_push_bytes, push), pop
     return None
+
+
+def _push_bytes(push, msg: str):
+    return push(msg.encode())
 
 
 def instrument(cls: type, backend=None) -> type:

@@ -311,7 +311,8 @@ class CudaRuntime:
                     del CudaRuntime._registry[self.ordinal]
 
     def __repr__(self) -> str:
-        return f"CudaRuntime(device={self.ordinal}, {self.info.name!r}, serial={self.identity.serial})"
+        return (f"CudaRuntime(device={self.ordinal}, {self.info.name!r}, "
+                f"serial={self.identity.serial})")
 
 
 _TOKEN = object()

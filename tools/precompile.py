@@ -18,7 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tenferro_cuda.kernels.compiler import compile_family, compile_count  # noqa: E402
+from tenferro_cuda.kernels.compiler import compile_count, compile_family  # noqa: E402
 from tenferro_cuda.kernels.registry import families  # noqa: E402
 
 

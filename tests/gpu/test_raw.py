@@ -44,7 +44,8 @@ PTX_SRC = r'''
 
 
 def test_nvrtc_add_round_trip(s, rng):
-    a, b = rng.standard_normal(1000).astype(np.float32), rng.standard_normal(1000).astype(np.float32)
+    a = rng.standard_normal(1000).astype(np.float32)
+    b = rng.standard_normal(1000).astype(np.float32)
     ta, tb = up(s, a), up(s, b)
 
     def body(raw):

@@ -24,7 +24,8 @@ def run_child(code: str) -> subprocess.CompletedProcess:
 def test_out_of_bounds_write_loses_context_for_good():
     res = run_child("""
         import numpy as np, tenferro_cuda as tc
-        SRC = r'''extern "C" __global__ void bad(int* p) { p[threadIdx.x * 1099511627776LL] = 1; }'''
+        SRC = r'''extern "C" __global__ void bad(int* p) {
+            p[threadIdx.x * 1099511627776LL] = 1; }'''
         with tc.cuda_exec_session(0) as s:
             x = s.upload_host_tensor(np.zeros(4, np.int32))
             def body(raw):

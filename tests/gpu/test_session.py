@@ -56,7 +56,7 @@ def test_use_after_scope():
         with pytest.raises(tc.RuntimeStateError):
             raw.stream()
         with pytest.raises(tc.RuntimeStateError):
-            stream.handle
+            _ = stream.handle
         with pytest.raises(tc.RuntimeStateError):
             module.function("k")
         with pytest.raises(tc.RuntimeStateError):
