@@ -27,7 +27,7 @@ OUT_OF_MEMORY = int(_d.CUresult.CUDA_ERROR_OUT_OF_MEMORY)
 # Codes after which the context is unusable until the process restarts.
 STICKY_CODES = frozenset({700, 702, 714, 715, 716, 717, 718, 719})
 # Codes that mean the environment lacks a driver or a device.
-ENVIRONMENT_CODES = frozenset({3, 34, 35, 100, 101, 803, 804})
+ENVIRONMENT_CODES = frozenset({3, 4, 34, 46, 100, 101, 803, 804})
 LOST_MESSAGE = (
     "the device context is lost and the process must restart to use this GPU"
 )

@@ -181,6 +181,8 @@ def as_dtype(value: object) -> DType:
     """Normalise ``value`` (DType, name, numpy dtype or scalar type) to a DType."""
     if isinstance(value, DType):
         return value
+    if value is None:
+        raise UnsupportedDTypeError("not a dtype: None")
     if isinstance(value, str):
         try:
             return DType(value)

@@ -69,7 +69,8 @@ class _Strided:
 
     @property
     def is_contiguous(self) -> bool:
-        """Compact row-major with offset 0 (axes of extent 1 ignore their stride)."""
+        """Compact row-major strides (at any offset; axes of extent 1 ignore their stride):
+        the elements form one dense run starting at ``data_ptr()``."""
         if self.size == 0:
             return True
         expect = 1
@@ -150,6 +151,9 @@ class _Strided:
                 offset += start * st if count else 0
                 shape.append(count)
                 strides.append(st * step)
+            elif isinstance(k, (bool, np.bool_)):
+                raise ValidationError("boolean indices are not supported (no masks in views)",
+                                      op="getitem")
             elif isinstance(k, (int, np.integer)):
                 idx = int(k) + n if int(k) < 0 else int(k)
                 if not 0 <= idx < n:

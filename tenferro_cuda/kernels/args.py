@@ -29,6 +29,12 @@ _TOKEN_RE = re.compile(r"[PqQiIfdL]|[SX]\d+")
 def layout_bytes(shape: Sequence[int], strides: Sequence[int], offset: int = 0) -> bytes:
     """A packed ``tf::Layout``; ``len(shape) <= 8``."""
     n = len(shape)
+    if n > MAX_RANK or len(strides) != n:
+        from ..errors import ValidationError
+
+        raise ValidationError(f"a layout takes at most {MAX_RANK} axes and one stride per "
+                              f"axis (got shape {tuple(shape)}, strides {tuple(strides)})",
+                              op="layout", kind="rank_mismatch")
     pad = (0,) * (MAX_RANK - n)
     return _LAYOUT.pack(*shape, *pad, *strides, *pad, offset, n, 0)
 

@@ -104,7 +104,7 @@ class KernelCache:
         self._write_disk(key, program)
 
     def _remember(self, key: str, program: CompiledProgram) -> None:
-        if len(self._memory) >= self.memory_limit:
+        if key not in self._memory and len(self._memory) >= self.memory_limit:
             self._memory.pop(next(iter(self._memory)))
         self._memory[key] = program
 

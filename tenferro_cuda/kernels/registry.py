@@ -20,7 +20,7 @@ from pathlib import Path
 from ..dtypes import ALL_DTYPES, DType
 
 PTX_DIR = Path(__file__).resolve().parent.parent.parent / "ptx"
-if not PTX_DIR.is_dir():  # installed wheel: ptx/ ships inside the package
+if not (PTX_DIR / "include" / "tenferro" / "types.cuh").is_file():  # installed wheel
     PTX_DIR = Path(__file__).resolve().parent.parent / "ptx"
 INCLUDE_DIR = PTX_DIR / "include"
 

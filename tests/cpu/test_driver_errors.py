@@ -34,9 +34,8 @@ STICKY = {
 ENVIRONMENT = {
     100: "CUDA_ERROR_NO_DEVICE",
     3: "CUDA_ERROR_NOT_INITIALIZED",
-    # 35 is the runtime API's cudaErrorInsufficientDriver; it is not a CUresult, so the
-    # bindings have no CUDA_ERROR_* name for it and the message shows "CUresult(35)".
-    35: "CUresult(35)",
+    4: "CUDA_ERROR_DEINITIALIZED",
+    46: "CUDA_ERROR_DEVICE_UNAVAILABLE",
     34: "CUDA_ERROR_STUB_LIBRARY",
     101: "CUDA_ERROR_INVALID_DEVICE",
     803: "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH",

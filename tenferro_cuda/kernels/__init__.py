@@ -1,0 +1,2 @@
+"""NVRTC compilation, the kernel cache, the registry of ``ptx/`` families, and launch
+argument packing."""
