@@ -9,6 +9,7 @@ here synchronizes.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from .dtypes import DType, as_dtype
 from .errors import RuntimeStateError, UnsupportedDTypeError, ValidationError
@@ -21,6 +22,11 @@ __all__ = ["KernelSession"]
 
 class KernelSession:
     """The library kernel client of one session, for one ``with_kernels`` scope."""
+
+    _session: Any
+    _scope: Any
+    _raw: RawSession
+    op: str
 
     def __init__(self, *args, **kwargs) -> None:
         raise TypeError("KernelSession is lent by CudaExecSession.with_kernels / kernels")

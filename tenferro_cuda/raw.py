@@ -11,6 +11,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -106,6 +107,8 @@ class DevicePointer:
 
 class _Lent:
     __slots__ = ("_scope", "_what")
+    _scope: Any
+    _what: str
 
     def _check(self) -> None:
         if not self._scope.alive:
@@ -160,6 +163,11 @@ class Function(_Lent):
 
 class RawSession:
     """Type-safe raw CUDA access for one ``with_raw`` scope."""
+
+    _session: Any
+    _stream: Any
+    _scope: Any
+    op: str
 
     def __init__(self, *args, **kwargs) -> None:
         raise TypeError("RawSession is lent by CudaExecSession.with_raw / raw")

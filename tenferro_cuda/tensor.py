@@ -13,11 +13,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .dtypes import DType, as_dtype
 from .errors import RuntimeStateError, ValidationError
+
+if TYPE_CHECKING:
+    from .memory import DeviceBuffer
 
 __all__ = ["Tensor", "TensorView", "compact_strides"]
 
@@ -198,6 +202,8 @@ class Tensor(_Strided):
     """An owned, compact row-major tensor on one device, or on the host."""
 
     __slots__ = ("dtype", "shape", "strides", "offset", "buffer", "host", "__weakref__")
+    buffer: DeviceBuffer | None
+    host: np.ndarray | None
 
     def __init__(self, *args, **kwargs) -> None:
         raise TypeError("Tensor is made by a session (upload_host_tensor, ops) or "

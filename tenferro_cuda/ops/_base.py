@@ -12,6 +12,7 @@ Success means the work is enqueued on ``state.stream``; nothing here synchronize
 from __future__ import annotations
 
 import threading
+from typing import TYPE_CHECKING
 
 from .. import _context, _driver
 from ..dtypes import DType
@@ -19,16 +20,20 @@ from ..errors import RuntimeStateError, ValidationError
 from ..kernels.args import ArgPack
 from ..tensor import Tensor, TensorView, _Strided
 
+if TYPE_CHECKING:
+    from ..runtime import CudaRuntime, ThreadState
+    from ..session import Scope
+
 BLOCK = 256
 
 
 class OpsBase:
     """State and helpers shared by the session's op mixins."""
 
-    _rt: object
-    _state: object
+    _rt: CudaRuntime
+    _state: ThreadState
     _thread: int
-    _scope: object
+    _scope: Scope
 
     # --- entry ---------------------------------------------------------------------------
     def _begin(self, op: str):
