@@ -10,10 +10,12 @@ Guarantees:
   raises and does nothing while the interpreter is finalizing. (``__del__`` on this
   handle-only object instead of ``weakref.finalize``: it costs 0.2 us per buffer instead
   of 1.2 us, and the per-op host cost is a project target.)
-- Small buffers (up to ``SMALL_LIMIT`` bytes) released on a stream are kept in a per-stream
-  free list and handed out again on that same stream without a driver call: reuse on the
-  stream that freed them is ordered after every earlier use (the rule the driver's own
-  stream-ordered pool follows). ``trim`` returns them to the pool first.
+- Each stream (one per thread) has an ``_Arena``: its counters and the free lists of small
+  buffers (up to ``SMALL_LIMIT`` bytes), which are handed out again on that same stream
+  without a driver call. Reuse on the stream that freed a buffer is ordered after every
+  earlier use (the rule the driver's own stream-ordered pool follows). An arena is touched
+  only by its own thread, so the hot path takes no lock; a buffer whose last reference
+  dies on another thread is queued (an atomic deque append) and taken back by the owner.
 - An optional limit bounds the bytes live in the pool; exceeding it, or the device
   running out, raises ``OutOfMemoryError`` with the pool statistics and leaves the
   session usable.
@@ -21,6 +23,7 @@ Guarantees:
 
 from __future__ import annotations
 
+import collections
 import itertools
 import sys
 import threading
@@ -31,40 +34,40 @@ from .errors import OutOfMemoryError
 _alloc_ids = itertools.count(1)
 _INVALID_CONTEXT = 201
 SMALL_LIMIT = 1 << 20  # buffers up to 1 MiB are recycled per stream
-SMALL_CACHE_BYTES = 64 << 20  # at most this much idles in the free lists
+SMALL_CACHE_BYTES = 64 << 20  # at most this much idles in one stream's free lists
 _GRANULE = 512
 
 
-def _bucket(nbytes: int) -> int:
-    return -(-nbytes // _GRANULE) * _GRANULE
-
-
 class DeviceBuffer:
-    """One stream-ordered allocation (or a zero-byte placeholder with ``ptr == 0``)."""
+    """One stream-ordered allocation (or a zero-byte placeholder with ``ptr == 0``).
+
+    ``pool`` is None for memory we do not own (adopted foreign arrays): release then only
+    drops ``owner``, the object that keeps the producer alive."""
 
     __slots__ = ("ptr", "nbytes", "domain", "alloc_id", "ordinal", "stream", "pool",
-                 "freed", "owner", "__weakref__")
+                 "arena", "freed", "owner", "__weakref__")
 
     def __init__(self, ptr: int, nbytes: int, pool: MemoryPool | None, stream, domain: int,
-                 ordinal: int, owner: object = None) -> None:
+                 ordinal: int, owner: object = None, arena: _Arena | None = None) -> None:
         self.ptr = ptr
         self.nbytes = nbytes
         self.pool = pool
+        self.arena = arena
         self.stream = stream
         self.domain = domain
         self.ordinal = ordinal
         self.alloc_id = next(_alloc_ids)
         self.freed = False
-        self.owner = owner  # keeps a foreign producer alive (adopted buffers)
+        self.owner = owner
 
     def release(self) -> None:
         """Free now (stream-ordered); idempotent, never raises."""
         if self.freed:
             return
         self.freed = True
-        pool = self.pool
-        if pool is not None and self.ptr and not sys.is_finalizing():
-            pool.free(self.ptr, self.nbytes, self.stream)
+        arena = self.arena
+        if arena is not None and self.ptr and not sys.is_finalizing():
+            arena.give_back(self.ptr, self.nbytes)
         self.owner = None
 
     def __del__(self) -> None:
@@ -78,6 +81,61 @@ class DeviceBuffer:
         return f"DeviceBuffer(0x{self.ptr:x}, {self.nbytes} B, id={self.alloc_id}, {state})"
 
 
+class _Arena:
+    """The per-stream part of the pool; mutated only by the thread that owns the stream."""
+
+    __slots__ = ("pool", "stream", "thread", "lists", "remote", "live_bytes", "live_buffers",
+                 "cached_bytes", "allocations", "frees")
+
+    def __init__(self, pool: MemoryPool, stream) -> None:
+        self.pool, self.stream, self.thread = pool, stream, threading.get_ident()
+        self.lists: dict[int, list[int]] = {}
+        self.remote: collections.deque = collections.deque()  # (ptr, nbytes) from others
+        self.live_bytes = self.live_buffers = self.cached_bytes = 0
+        self.allocations = self.frees = 0
+
+    def give_back(self, ptr: int, nbytes: int) -> None:
+        if self.pool.closed:
+            return
+        if threading.get_ident() != self.thread:
+            if nbytes > SMALL_LIMIT:
+                self.pool.driver_free(ptr, self.stream)  # thread-safe; counters later
+                ptr = 0
+            self.remote.append((ptr, nbytes))
+            return
+        self.keep(ptr, nbytes)
+
+    def keep(self, ptr: int, nbytes: int) -> None:
+        """Owner thread: recycle a small buffer or free it on the driver pool."""
+        self.live_bytes -= nbytes
+        self.live_buffers -= 1
+        self.frees += 1
+        if not ptr:
+            return
+        if nbytes <= SMALL_LIMIT and self.cached_bytes + nbytes <= SMALL_CACHE_BYTES:
+            lst = self.lists.get(nbytes)
+            if lst is None:
+                lst = self.lists[nbytes] = []
+            lst.append(ptr)
+            self.cached_bytes += nbytes
+        else:
+            self.pool.driver_free(ptr, self.stream)
+
+    def absorb(self) -> None:
+        remote = self.remote
+        while remote:
+            self.keep(*remote.popleft())
+
+    def drain(self) -> None:
+        """Owner thread (or a dead owner): return recycled buffers to the driver pool."""
+        self.absorb()
+        lists, self.lists = self.lists, {}
+        for ptrs in lists.values():
+            for ptr in ptrs:
+                self.pool.driver_free(ptr, self.stream)
+        self.cached_bytes = 0
+
+
 class MemoryPool:
     """The runtime's stream-ordered pool with statistics and an optional byte limit."""
 
@@ -88,120 +146,103 @@ class MemoryPool:
         self.limit = limit
         self.handle = _driver.mem_pool_create(ordinal)
         self._lock = threading.Lock()
-        self.live_bytes = 0
-        self.live_buffers = 0
-        self.allocations = 0
-        self.frees = 0
+        self._arenas: dict[int, _Arena] = {}
         self.closed = False
-        self.cached_bytes = 0
-        self._lists: dict[tuple[int, int], list[int]] = {}
-        self._streams: dict[int, object] = {}
+
+    def _arena(self, stream) -> _Arena:
+        arena = self._arenas.get(id(stream))
+        if arena is None:
+            with self._lock:
+                arena = self._arenas.setdefault(id(stream), _Arena(self, stream))
+        return arena
 
     def alloc(self, nbytes: int, stream, op: str = "") -> DeviceBuffer:
+        """A buffer of at least ``nbytes`` for use on ``stream`` (the caller's stream)."""
         if nbytes <= 0:
             return DeviceBuffer(0, 0, None, stream, self.domain, self.ordinal)
-        size = _bucket(nbytes) if nbytes <= SMALL_LIMIT else nbytes
-        if size <= SMALL_LIMIT:
-            free = self._lists.get((id(stream), size))
-            if free:
-                with self._lock:
-                    ptr = free.pop() if free else 0
-                    if ptr:
-                        self.cached_bytes -= size
-                        self.live_bytes += size
-                        self.live_buffers += 1
-                        self.allocations += 1
-                if ptr:
-                    return DeviceBuffer(ptr, size, self, stream, self.domain, self.ordinal)
-        nbytes = size
+        arena = self._arenas.get(id(stream)) or self._arena(stream)
+        if arena.remote:
+            arena.absorb()
+        if nbytes <= SMALL_LIMIT:
+            nbytes = -(-nbytes // _GRANULE) * _GRANULE
+            lst = arena.lists.get(nbytes)
+            if lst:
+                arena.cached_bytes -= nbytes
+                arena.live_bytes += nbytes
+                arena.live_buffers += 1
+                arena.allocations += 1
+                return DeviceBuffer(lst.pop(), nbytes, self, stream, self.domain, self.ordinal,
+                                    None, arena)
         if self.limit is not None and self.live_bytes + nbytes > self.limit:
             raise OutOfMemoryError(
                 f"allocating {nbytes} bytes would exceed the pool limit of {self.limit} "
-                f"bytes ({self.live_bytes} live)",
-                op=op,
-                requested_bytes=nbytes,
-            )
+                f"bytes ({self.live_bytes} live)", op=op, requested_bytes=nbytes)
+        ptr = self._driver_alloc(nbytes, stream, arena, op)
+        arena.live_bytes += nbytes
+        arena.live_buffers += 1
+        arena.allocations += 1
+        return DeviceBuffer(ptr, nbytes, self, stream, self.domain, self.ordinal, None, arena)
+
+    def _driver_alloc(self, nbytes: int, stream, arena: _Arena, op: str) -> int:
         try:
             try:
-                ptr = _driver.mem_alloc_async(nbytes, self.handle, stream, op)
+                return _driver.mem_alloc_async(nbytes, self.handle, stream, op)
             except OutOfMemoryError:
-                if not self.cached_bytes:
+                if not arena.cached_bytes:
                     raise
-                self.drain()  # give the recycled small buffers back and try once more
-                ptr = _driver.mem_alloc_async(nbytes, self.handle, stream, op)
+                arena.drain()  # give the recycled small buffers back and try once more
+                return _driver.mem_alloc_async(nbytes, self.handle, stream, op)
         except OutOfMemoryError as exc:
-            raise OutOfMemoryError(
-                f"{exc.args[0]}; pool: {self.stats()}", op=op, requested_bytes=nbytes
-            ) from exc.__cause__
-        with self._lock:
-            self.live_bytes += nbytes
-            self.live_buffers += 1
-            self.allocations += 1
-        return DeviceBuffer(ptr, nbytes, self, stream, self.domain, self.ordinal)
+            raise OutOfMemoryError(f"{exc.args[0]}; pool: {self.stats()}", op=op,
+                                   requested_bytes=nbytes) from exc.__cause__
 
-    def free(self, ptr: int, nbytes: int, stream) -> None:
-        """Stream-ordered free; never raises (called from ``__del__``)."""
-        if self.closed:
-            return
-        if nbytes <= SMALL_LIMIT and self.cached_bytes + nbytes <= SMALL_CACHE_BYTES:
-            key = (id(stream), nbytes)
-            with self._lock:
-                free = self._lists.get(key)
-                if free is None:
-                    free = self._lists[key] = []
-                    self._streams[id(stream)] = stream
-                free.append(ptr)
-                self.cached_bytes += nbytes
-                self.live_bytes -= nbytes
-                self.live_buffers -= 1
-                self.frees += 1
-            return
-        self._driver_free(ptr, nbytes, stream)
-        with self._lock:
-            self.live_bytes -= nbytes
-            self.live_buffers -= 1
-            self.frees += 1
-
-    def drain(self) -> None:
-        """Return every recycled small buffer to the driver pool (stream-ordered)."""
-        with self._lock:
-            lists, self._lists = self._lists, {}
-        for (sid, size), ptrs in lists.items():
-            stream = self._streams[sid]
-            for ptr in ptrs:
-                self._driver_free(ptr, size, stream)
-            with self._lock:
-                self.cached_bytes -= size * len(ptrs)
-
-    def _driver_free(self, ptr: int, nbytes: int, stream) -> None:
+    def driver_free(self, ptr: int, stream) -> None:
+        """Stream-ordered free on the driver pool; never raises."""
         status = _driver.mem_free_async(ptr, stream)
         if status == _INVALID_CONTEXT:  # no current context on this thread: enter ours
             try:
                 _driver.ctx_push(self.context)
                 try:
-                    status = _driver.mem_free_async(ptr, stream)
+                    _driver.mem_free_async(ptr, stream)
                 finally:
                     _driver.ctx_pop()
             except Exception:  # noqa: BLE001 - a lost context frees everything anyway
-                return
+                pass
+
+    def _sum(self, field: str) -> int:
+        total = sum(getattr(a, field) for a in list(self._arenas.values()))
+        if field in ("live_bytes", "live_buffers"):  # queued cross-thread releases
+            for a in list(self._arenas.values()):
+                pending = list(a.remote)
+                total -= sum(n for _, n in pending) if field == "live_bytes" else len(pending)
+        return total
+
+    @property
+    def live_bytes(self) -> int:
+        return self._sum("live_bytes")
 
     def stats(self) -> dict[str, int | None]:
         out: dict[str, int | None] = {
             "live_bytes": self.live_bytes,
-            "live_buffers": self.live_buffers,
-            "allocations": self.allocations,
-            "frees": self.frees,
+            "live_buffers": self._sum("live_buffers"),
+            "allocations": self._sum("allocations"),
+            "frees": self._sum("frees"),
+            "recycled_bytes": self._sum("cached_bytes"),
             "limit": self.limit,
-            "recycled_bytes": self.cached_bytes,
         }
         if not self.closed:
             out.update(_driver.mem_pool_stats(self.handle))
         return out
 
     def trim(self, keep: int = 0) -> None:
-        """Return cached memory (beyond ``keep`` bytes) to the driver (the caller has
-        synchronized the streams so that stream-ordered frees have completed)."""
-        self.drain()
+        """Return cached memory (beyond ``keep`` bytes) to the driver. The caller has
+        synchronized the streams, so stream-ordered frees have completed. Recycled buffers
+        of this thread's arena and of arenas whose thread has exited go back first."""
+        alive = {t.ident for t in threading.enumerate()}
+        me = threading.get_ident()
+        for arena in list(self._arenas.values()):
+            if arena.thread == me or arena.thread not in alive:
+                arena.drain()
         _driver.mem_pool_trim(self.handle, keep)
 
     def close(self) -> None:
