@@ -58,6 +58,10 @@ class KernelArg:
 
     data: bytes
     align: int
+    code: str = ""  # the ArgPack code, derived
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "code", ("X" if self.align >= 16 else "S") + str(len(self.data)))
 
     @staticmethod
     def i32(v: int) -> KernelArg:
@@ -257,8 +261,15 @@ class RawSession:
         """Validate geometry against the device, then enqueue on the session stream."""
         self._check()
         fn._check()
+        prepared = self._session._state.prepared
+        if ("geometry", config) not in prepared:
+            self._validate_geometry(config)
+            prepared["geometry", config] = True
+        _driver.launch(fn._fn, config.grid, config.block, config.shared_bytes,
+                       self._stream, _pack_args(prepared, args), self.op)
+
+    def _validate_geometry(self, config: LaunchConfig) -> None:
         info = self._session._rt.info
-        gx, gy, gz = config.grid
         bx, by, bz = config.block
         problems = []
         if bx * by * bz > info.max_threads_per_block:
@@ -273,9 +284,6 @@ class RawSession:
                             f"{info.max_shared_per_block}")
         if problems:
             raise ValidationError("; ".join(problems), op=self.op)
-        params = _pack_args(self._session._state.prepared, args)
-        _driver.launch(fn._fn, config.grid, config.block, config.shared_bytes,
-                       self._stream, params, self.op)
 
     def resource(self, key, init):
         """A per-runtime cached value (e.g. a compiled module's image) for ``key``."""
@@ -290,9 +298,8 @@ class RawSession:
 
 def _pack_args(prepared: dict, args: Sequence[KernelArg]) -> int:
     """Pack into this thread's cached ArgPack for the argument signature."""
-    codes = "".join(("X" if a.align >= 16 else "S") + str(len(a.data)) for a in args)
-    key = ("raw-args", codes)
+    key = ("raw-args", *[a.code for a in args])
     pack = prepared.get(key)
     if pack is None:
-        pack = prepared[key] = ArgPack(codes)
-    return pack.pack(*(a.data for a in args))
+        pack = prepared[key] = ArgPack("".join(key[1:]))
+    return pack.pack(*[a.data for a in args])
