@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import _driver
+from .. import _context, _driver
 from ..debug import allow_host_sync
 from ..errors import RuntimeStateError, ValidationError
 from ..tensor import Tensor, _Strided
@@ -67,6 +67,39 @@ class TransferOps(OpsBase):
             raise ValidationError("reclaim_buffer takes an owned Tensor, not a view", op=op)
         self._resident(tensor, op)
         tensor.buffer.release()
+
+    def copy_to(self, destination, tensor) -> Tensor:
+        """Copy a tensor or view of this session into a new tensor of ``destination``
+        (a session of another device, or this one), stream-ordered on both sides: the copy
+        waits for this session's work and this session's later work (a free of ``tensor``,
+        say) waits for the copy. Only the host is never blocked."""
+        op = "copy_to"
+        state = self._begin(op)
+        self._resident(tensor, op)
+        if not isinstance(destination, OpsBase):
+            raise ValidationError("destination must be a CudaExecSession", op=op)
+        if destination._rt is self._rt:
+            destination._begin(op)
+            return self._compact(tensor, op)
+        src = tensor if tensor.is_contiguous else self._compact(tensor, op)
+        ready = _driver.event_create()  # in this context: "the source is written"
+        _driver.event_record(ready, state.stream)
+        dst_state = destination._begin(op)  # makes the destination's context current
+        try:
+            out = destination._alloc(tensor.dtype, tensor.shape, op)
+            if out.nbytes:
+                _driver.stream_wait_event(dst_state.stream, ready)
+                _driver.memcpy_peer_async(out.data_ptr(), destination._rt.context,
+                                          src.data_ptr(), self._rt.context, out.nbytes,
+                                          dst_state.stream)
+                done = _driver.event_create()  # in the destination's context
+                _driver.event_record(done, dst_state.stream)
+                _driver.stream_wait_event(state.stream, done)
+                _driver.event_destroy(done)
+        finally:
+            _driver.event_destroy(ready)
+            _context.ensure_current(self._rt.context, self._rt.context_id)
+        return out
 
     # --- storage kernels (used by other families and the kernel session) ---------------
     def _compact(self, view: _Strided, op: str) -> Tensor:

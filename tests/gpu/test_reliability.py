@@ -137,3 +137,29 @@ def test_tensor_of_another_thread_rejected(s):
     t.join()
     with pytest.raises(tc.RuntimeStateError, match="another thread"):
         s.download_to_host(box["t"])
+
+
+def _device_count() -> int:
+    from tenferro_cuda import _driver
+
+    return _driver.device_count()
+
+
+@pytest.mark.skipif(_device_count() < 2, reason="needs two GPUs (see README: several GPUs)")
+def test_copy_to_other_device_and_rejection(rng):
+    a = rng.standard_normal((64, 33)).astype(np.float32)
+    with tc.cuda_exec_session(0) as s0, tc.cuda_exec_session(1) as s1:
+        x0 = up(s0, a)
+        x1 = s0.copy_to(s1, x0.T)
+        assert np.array_equal(down(s1, x1), a.T)
+        assert s0.copy_to(s0, x0).shape == a.shape
+        with pytest.raises(tc.RuntimeStateError, match="on device 1"):
+            s0.download_to_host(x1)
+        assert s0.supports(tc.Capability.PEER_COPY) == s1.supports(tc.Capability.PEER_COPY)
+
+
+def test_copy_to_same_device(s, rng):
+    a = rng.standard_normal((5, 7))
+    x = up(s, a)
+    y = s.copy_to(s, x[:, ::2])
+    assert np.array_equal(down(s, y), a[:, ::2])
