@@ -142,7 +142,10 @@ def test_tensor_of_another_thread_rejected(s):
 def _device_count() -> int:
     from tenferro_cuda import _driver
 
-    return _driver.device_count()
+    try:
+        return _driver.device_count()
+    except tc.CudaDeviceError:
+        return 0
 
 
 @pytest.mark.skipif(_device_count() < 2, reason="needs two GPUs (see README: several GPUs)")
