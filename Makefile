@@ -44,7 +44,7 @@ gpu-test:
 	$(GPU_ENV) && $(GPU_PY) -m pytest -q tests
 
 bench:
-	$(GPU_ENV) && $(GPU_PY) tools/bench.py
+	$(GPU_ENV) && $(GPU_PY) tools/bench.py && $(GPU_PY) tools/bench_report.py
 
 precompile:
 	$(GPU_ENV) && $(GPU_PY) tools/precompile.py --arch 90
