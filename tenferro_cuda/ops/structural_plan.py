@@ -67,6 +67,7 @@ class CopyPlan:
     axes: tuple[int, ...]  # canonical shape
     src_strides: tuple[int, ...]
     dst_strides: tuple[int, ...]
+    itemsize: int = 0
     tile_axes: tuple[int, int] | None = None  # (j, k) for tiled plans
 
     @property
@@ -171,7 +172,7 @@ def _rows(n, ss, so, ds, do, src: Operand, dst: Operand, size: int, index: str) 
               + [len(outer), tpr.bit_length() - 1, int(svec), 0])
     params = struct.pack(_ROW_FMT[index], *fields)
     return CopyPlan("rows", row_expression(size, vector, index), index, grid, params, vector,
-                    svec, tuple(n), tuple(ss), tuple(ds))
+                    svec, tuple(n), tuple(ss), tuple(ds), size)
 
 
 def _tiled(n, ss, so, ds, do, j: int, src: Operand, dst: Operand, size: int,
@@ -196,7 +197,7 @@ def _tiled(n, ss, so, ds, do, j: int, src: Operand, dst: Operand, size: int,
               + [ntiles, len(ext), int(vec)])
     params = struct.pack(_TILE_FMT[index], *fields)
     return CopyPlan("tiled", tiled_expression(size, index), index, (ntiles, 1, 1), params,
-                    vector, vec, tuple(n), tuple(ss), tuple(ds), (j, k))
+                    vector, vec, tuple(n), tuple(ss), tuple(ds), size, (j, k))
 
 
 # --- tril / triu -----------------------------------------------------------------------
