@@ -183,6 +183,25 @@ class _Strided:
             flat[self.offset:], self.shape, [s * item for s in self.strides], writeable=False
         ) if all(s >= 0 for s in self.strides) else _negative_view(flat, self)
 
+    # --- interop: DLPack and the CUDA Array Interface (tenferro_cuda/dlpack.py, cai.py) --
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        """A DLPack capsule over this device tensor's memory (zero-copy, stream-ordered)."""
+        from ._dlpack_export import export_capsule
+
+        return export_capsule(self, stream=stream, max_version=max_version,
+                              dl_device=dl_device, copy=copy)
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        from .dlpack import dlpack_device
+
+        return dlpack_device(self)
+
+    @property
+    def __cuda_array_interface__(self) -> dict:
+        from .cai import export_interface
+
+        return export_interface(self)
+
     def __repr__(self) -> str:
         where = "device" if self.is_device else "host"
         kind = type(self).__name__

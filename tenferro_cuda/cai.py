@@ -1,0 +1,200 @@
+"""The CUDA Array Interface (version 3): export and import helpers.
+
+Export (``export_interface``, behind ``Tensor.__cuda_array_interface__``):
+- ``data`` is (address of element (0, ..., 0), False); 0 for an empty tensor.
+- ``strides`` is None for compact row-major tensors, else byte strides (maybe negative).
+- ``stream`` is the handle (an int) of the stream the tensor's work is enqueued on; the
+  consumer orders itself after it (CAI v3). No lifetime management: the consumer keeps a
+  reference to the exporting object, as the protocol requires.
+- bfloat16 has no typestr in the protocol: ``UnsupportedDTypeError`` (use DLPack). Host
+  tensors have no such attribute (``AttributeError``, so ``hasattr`` answers False).
+
+Import (``parse_interface``, used by ``session.from_cuda_array_interface``): validates the
+dict (version, shape, typestr, data, strides, mask, stream) before anything happens and
+returns a ``CAIInfo`` with strides converted to elements (byte strides that are not a
+multiple of the item size raise ValidationError).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from .dtypes import DType
+from .errors import RuntimeStateError, UnsupportedDTypeError, UnsupportedError, ValidationError
+
+__all__ = ["typestr", "dtype_from_typestr", "export_interface", "parse_interface", "CAIInfo"]
+
+_TYPESTR: dict[DType, str] = {
+    DType.BOOL: "|b1", DType.INT8: "|i1", DType.UINT8: "|u1", DType.INT32: "<i4",
+    DType.INT64: "<i8", DType.FLOAT16: "<f2", DType.FLOAT32: "<f4", DType.FLOAT64: "<f8",
+    DType.COMPLEX64: "<c8", DType.COMPLEX128: "<c16",
+}
+_FROM_KIND = {(s[1], int(s[2:])): d for d, s in _TYPESTR.items()}
+_TYPESTR_RE = re.compile(r"^([<>|=])([a-zA-Z])(\d+)$")
+
+
+def typestr(dtype: DType, op: str = "__cuda_array_interface__") -> str:
+    """The CAI/numpy typestr of ``dtype``; bfloat16 has none (UnsupportedDTypeError)."""
+    try:
+        return _TYPESTR[dtype]
+    except KeyError:
+        raise UnsupportedDTypeError(
+            f"{dtype.value} has no typestr in the CUDA Array Interface; exchange bfloat16 "
+            f"tensors through DLPack (__dlpack__ / session.from_dlpack)", op=op) from None
+
+
+def dtype_from_typestr(text: object, op: str = "from_cuda_array_interface") -> DType:
+    """The DType of a typestr such as ``"<f4"`` (native little-endian or ``|``)."""
+    match = _TYPESTR_RE.match(text) if isinstance(text, str) else None
+    if match is None:
+        raise ValidationError(f"typestr must look like '<f4' (got {text!r})", op=op)
+    order, kind, size = match.group(1), match.group(2), int(match.group(3))
+    dtype = _FROM_KIND.get((kind, size))
+    if dtype is None:
+        raise UnsupportedDTypeError(f"typestr {text!r} is not one of "
+                                    f"{', '.join(_TYPESTR.values())}", op=op)
+    if order == ">" and size > 1:
+        raise UnsupportedDTypeError(f"typestr {text!r} is big-endian; the GPU data is "
+                                    f"little-endian", op=op)
+    return dtype
+
+
+def _compact(shape, strides) -> bool:
+    expect = 1
+    for n, st in zip(reversed(shape), reversed(strides)):
+        if n != 1 and st != expect:
+            return False
+        expect *= n
+    return True
+
+
+def export_interface(tensor) -> dict:
+    """``__cuda_array_interface__`` (version 3) of a device tensor or view."""
+    op = "__cuda_array_interface__"
+    buf = tensor.base.buffer
+    if buf is None:
+        raise AttributeError("a host tensor has no __cuda_array_interface__ "
+                             "(tensor.numpy() gives the host data)")
+    if buf.freed:
+        raise RuntimeStateError("a reclaimed tensor has no device memory to share", op=op)
+    ts = typestr(tensor.dtype, op)
+    item = tensor.dtype.itemsize
+    from ._foreign import export_context
+
+    export_context(buf, op)  # enqueue pending work of this thread before handing out the stream
+    compact = tensor.size == 0 or _compact(tensor.shape, tensor.strides)
+    return {
+        "shape": tuple(tensor.shape),
+        "typestr": ts,
+        "descr": [("", ts)],
+        "data": (tensor.data_ptr() if tensor.size else 0, False),
+        "strides": None if compact else tuple(s * item for s in tensor.strides),
+        "version": 3,
+        "stream": int(buf.stream),
+    }
+
+
+@dataclass(frozen=True)
+class CAIInfo:
+    """A validated interface dict."""
+
+    data: int  # address of element (0, ..., 0)
+    shape: tuple[int, ...]
+    strides: tuple[int, ...] | None  # in elements; None = compact row-major
+    dtype: DType
+    readonly: bool
+    stream: int | None  # None: no synchronization asked
+
+
+def interface_of(obj, op: str = "from_cuda_array_interface") -> dict:
+    """The interface dict of ``obj`` (an object exposing it, or the dict itself)."""
+    if isinstance(obj, dict):
+        return obj
+    try:
+        iface = obj.__cuda_array_interface__
+    except AttributeError:
+        raise ValidationError(f"expected an object with __cuda_array_interface__ or its "
+                              f"dict, got {type(obj).__name__}; host arrays are copied "
+                              f"with session.upload_host_tensor(array)", op=op) from None
+    if not isinstance(iface, dict):
+        raise ValidationError(f"__cuda_array_interface__ must be a dict (got "
+                              f"{type(iface).__name__})", op=op)
+    return iface
+
+
+def _int_tuple(value, what: str, op: str) -> tuple[int, ...]:
+    if not isinstance(value, (tuple, list)) or not all(
+            isinstance(v, int) and not isinstance(v, bool) for v in value):
+        raise ValidationError(f"{what} must be a tuple of ints (got {value!r})", op=op)
+    return tuple(int(v) for v in value)
+
+
+def _field(iface: dict, key: str, op: str):
+    if key not in iface:
+        raise ValidationError(f"the interface dict has no {key!r}", op=op)
+    return iface[key]
+
+
+def _stream(iface: dict, version: int, op: str) -> int | None:
+    value = iface.get("stream") if version >= 3 else None
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValidationError(f"stream must be None or a CUDA stream handle (got {value!r})",
+                              op=op)
+    return value or 1  # 0 is disallowed as ambiguous: take it as the legacy default stream
+
+
+def parse_interface(iface: dict, op: str = "from_cuda_array_interface") -> CAIInfo:
+    """Validate an interface dict and convert its strides to elements."""
+    version = _field(iface, "version", op)
+    if isinstance(version, bool) or not isinstance(version, int) or version < 0:
+        raise ValidationError(f"version must be an int >= 0 (got {version!r})", op=op)
+    shape = _int_tuple(_field(iface, "shape", op), "shape", op)
+    if any(s < 0 for s in shape):
+        raise ValidationError(f"shape {shape} has a negative extent", op=op)
+    dtype = dtype_from_typestr(_field(iface, "typestr", op), op)
+    data = _field(iface, "data", op)
+    if (not isinstance(data, (tuple, list)) or len(data) != 2
+            or isinstance(data[0], bool) or not isinstance(data[0], int) or data[0] < 0):
+        raise ValidationError(f"data must be (pointer, read_only) (got {data!r})", op=op)
+    if iface.get("mask") is not None:
+        raise UnsupportedError("masked arrays (a 'mask' entry) cannot be adopted", op=op)
+    raw = iface.get("strides")
+    strides = None
+    if raw is not None:
+        byte_strides = _int_tuple(raw, "strides", op)
+        if len(byte_strides) != len(shape):
+            raise ValidationError(f"{len(shape)} extents but {len(byte_strides)} strides",
+                                  op=op, kind="rank_mismatch")
+        item = dtype.itemsize
+        if any(s % item for s in byte_strides):
+            raise ValidationError(f"byte strides {byte_strides} are not multiples of the "
+                                  f"item size {item} of {dtype.value}", op=op)
+        strides = tuple(s // item for s in byte_strides)
+    return CAIInfo(data=int(data[0]), shape=shape, strides=strides, dtype=dtype,
+                   readonly=bool(data[1]), stream=_stream(iface, version, op))
+
+
+class HeldProducer:
+    """Keeps the object that exposed a CUDA Array Interface alive while its memory is
+    adopted; dropped only once ``stream`` has finished the work enqueued so far."""
+
+    __slots__ = ("_obj", "stream", "context", "__weakref__")
+
+    def __init__(self, obj: object, stream=None, context=None) -> None:
+        self._obj = obj
+        self.stream = stream
+        self.context = context
+
+    def __del__(self) -> None:
+        obj, self._obj = self._obj, None
+        if obj is None:
+            return
+        try:
+            from ._foreign import release_when_idle
+
+            release_when_idle(self.stream, lambda held=obj: None, self.context)
+        except Exception:  # noqa: BLE001 - a finalizer never raises
+            pass

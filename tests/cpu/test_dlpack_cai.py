@@ -1,0 +1,261 @@
+"""CUDA Array Interface export/parse, keep-alive owners and the deferred-release queue.
+
+"Device" tensors are DeviceBuffers over numpy host memory (see test_dlpack_capsule.py), so
+an exported interface dict can be read back by numpy's ``__array_interface__`` reader,
+which follows the same fields (data, shape, strides in bytes, typestr).
+"""
+
+from __future__ import annotations
+
+import gc
+import weakref
+
+import numpy as np
+import pytest
+
+from tenferro_cuda import _driver, _foreign, cai, dlpack
+from tenferro_cuda.dtypes import ALL_DTYPES, DType, as_dtype
+from tenferro_cuda.errors import (
+    RuntimeStateError,
+    UnsupportedDTypeError,
+    UnsupportedError,
+    ValidationError,
+)
+from tenferro_cuda.memory import DeviceBuffer
+from tenferro_cuda.tensor import Tensor
+
+FAKE_STREAM = 0x7A11
+
+
+def fake_device(arr: np.ndarray) -> Tensor:
+    arr = np.ascontiguousarray(arr)
+    buf = DeviceBuffer(arr.ctypes.data, arr.nbytes, None, _driver.stream_handle(FAKE_STREAM),
+                       domain=-9, ordinal=0, owner=arr)
+    return Tensor._make(as_dtype(arr.dtype), tuple(arr.shape), buffer=buf)
+
+
+class _ArrayInterface:
+    def __init__(self, iface):
+        self.__array_interface__ = {k: v for k, v in iface.items() if k != "stream"}
+
+
+def read_back(iface: dict) -> np.ndarray:
+    """numpy's reading of an interface dict whose pointer is host memory."""
+    return np.array(_ArrayInterface(iface), copy=True)
+
+
+VIEWS = [
+    ("contiguous", lambda t: t, lambda a: a, True),
+    ("transposed", lambda t: t.T, lambda a: a.T, False),
+    ("step-slice", lambda t: t[::2, 1::2], lambda a: a[::2, 1::2], False),
+    ("negative", lambda t: t[::-1, 1:], lambda a: a[::-1, 1:], False),
+    ("row-offset", lambda t: t[2], lambda a: a[2], True),
+    ("rank0", lambda t: t[1, 1], lambda a: a[1, 1], True),
+    ("empty", lambda t: t[:0], lambda a: a[:0], True),
+]
+CAI_DTYPES = [d for d in ALL_DTYPES if d is not DType.BFLOAT16]
+
+
+def sample(dtype: DType) -> np.ndarray:
+    values = np.arange(12) - 4
+    if dtype.is_bool:
+        return (values % 3 == 0).reshape(3, 4)
+    if dtype.is_complex:
+        return (values + 2j * values).astype(dtype.numpy).reshape(3, 4)
+    if not dtype.is_signed_integer and not dtype.is_inexact:
+        values = values + 4
+    return values.astype(dtype.numpy).reshape(3, 4)
+
+
+@pytest.mark.parametrize("name,ours,theirs,compact", VIEWS, ids=[v[0] for v in VIEWS])
+def test_export_interface_views(name, ours, theirs, compact):
+    base = sample(DType.FLOAT64)
+    view = ours(fake_device(base))
+    iface = view.__cuda_array_interface__
+    expected = theirs(base)
+    assert iface["version"] == 3 and iface["stream"] == FAKE_STREAM
+    assert iface["shape"] == expected.shape and iface["typestr"] == "<f8"
+    assert iface["data"] == ((view.data_ptr() if expected.size else 0), False)
+    assert (iface["strides"] is None) is compact
+    if not compact:
+        assert iface["strides"] == expected.strides
+    np.testing.assert_array_equal(read_back(iface), expected)
+
+
+@pytest.mark.parametrize("dtype", CAI_DTYPES, ids=[d.value for d in CAI_DTYPES])
+def test_export_interface_dtypes(dtype):
+    base = sample(dtype)
+    iface = fake_device(base).T.__cuda_array_interface__
+    got = read_back(iface)
+    assert got.dtype == base.dtype
+    np.testing.assert_array_equal(got, base.T)
+
+
+def test_export_interface_refusals():
+    bf16 = fake_device(np.zeros((2, 2), DType.BFLOAT16.numpy))
+    with pytest.raises(UnsupportedDTypeError, match="DLPack"):
+        bf16.__cuda_array_interface__  # noqa: B018
+    host = Tensor.from_numpy(np.zeros(3))
+    assert not hasattr(host, "__cuda_array_interface__")
+    gone = fake_device(np.zeros(3))
+    gone.buffer.release()
+    with pytest.raises(RuntimeStateError, match="reclaimed"):
+        gone.__cuda_array_interface__  # noqa: B018
+
+
+@pytest.mark.parametrize("name,ours,theirs,compact", VIEWS, ids=[v[0] for v in VIEWS])
+def test_parse_our_own_interface(name, ours, theirs, compact):
+    view = ours(fake_device(sample(DType.COMPLEX64)))
+    info = cai.parse_interface(view.__cuda_array_interface__)
+    assert info.shape == view.shape and info.dtype is DType.COMPLEX64
+    assert info.stream == FAKE_STREAM and info.readonly is False
+    if view.size:
+        assert info.data == view.data_ptr()
+    assert info.strides == (None if compact else view.strides)
+
+
+GOOD = dict(shape=(2, 3), typestr="<f4", data=(4096, False), version=3)
+BAD = [
+    ("no-version", {"version": None}, ValidationError, "'version'"),
+    ("no-shape", {"shape": None}, ValidationError, "'shape'"),
+    ("no-data", {"data": None}, ValidationError, "'data'"),
+    ("bad-version", dict(version="3"), ValidationError, "version"),
+    ("bad-shape", dict(shape=(2, "3")), ValidationError, "shape"),
+    ("negative-shape", dict(shape=(2, -1)), ValidationError, "negative"),
+    ("bad-data", dict(data=4096), ValidationError, "data"),
+    ("negative-pointer", dict(data=(-8, False)), ValidationError, "data"),
+    ("bad-typestr", dict(typestr="float32"), ValidationError, "typestr"),
+    ("int16", dict(typestr="<i2"), UnsupportedDTypeError, "typestr"),
+    ("big-endian", dict(typestr=">f4"), UnsupportedDTypeError, "big-endian"),
+    ("mask", dict(mask=object()), UnsupportedError, "mask"),
+    ("odd-strides", dict(strides=(12, 6)), ValidationError, "multiples of the item size"),
+    ("strides-rank", dict(strides=(4,)), ValidationError, "strides"),
+    ("bad-stream", dict(stream="s"), ValidationError, "stream"),
+    ("negative-stream", dict(stream=-1), ValidationError, "stream"),
+]
+
+
+@pytest.mark.parametrize("change,error,text", [b[1:] for b in BAD], ids=[b[0] for b in BAD])
+def test_parse_interface_rejects(change, error, text):
+    iface = dict(GOOD)
+    for key, value in change.items():
+        if value is None:
+            iface.pop(key)
+        else:
+            iface[key] = value
+    with pytest.raises(error, match=text):
+        cai.parse_interface(iface)
+
+
+ACCEPTED = [
+    ("v3-compact", {}, None, None),
+    ("v3-byte-strides", dict(strides=(-4, 8)), (-1, 2), None),
+    ("v3-stream", dict(stream=77), None, 77),
+    ("v3-stream-none", dict(stream=None), None, None),
+    ("v3-stream-zero", dict(stream=0), None, 1),
+    ("v2-stream-ignored", dict(version=2, stream=77), None, None),
+    ("v0", dict(version=0), None, None),
+    ("readonly", dict(data=(4096, True)), None, None),
+]
+
+
+@pytest.mark.parametrize("change,strides,stream", [a[1:] for a in ACCEPTED],
+                         ids=[a[0] for a in ACCEPTED])
+def test_parse_interface_accepts(change, strides, stream):
+    info = cai.parse_interface({**GOOD, **change})
+    assert (info.data, info.shape, info.dtype) == (4096, (2, 3), DType.FLOAT32)
+    assert info.strides == strides and info.stream == stream
+    assert info.readonly is change.get("data", (0, False))[1]
+
+
+def test_interface_of():
+    iface = dict(GOOD)
+    assert cai.interface_of(iface) is iface
+    with pytest.raises(ValidationError, match="upload_host_tensor"):
+        cai.interface_of(np.zeros(3))
+
+    class Broken:
+        __cuda_array_interface__ = [1, 2]
+
+    with pytest.raises(ValidationError, match="must be a dict"):
+        cai.interface_of(Broken())
+
+
+# --- owners and the deferred release ------------------------------------------------------
+
+class Producer:
+    pass
+
+
+def test_held_producer_released_at_once_without_stream():
+    producer = Producer()
+    alive = weakref.ref(producer)
+    owner = cai.HeldProducer(producer)
+    del producer
+    gc.collect()
+    assert alive() is not None
+    del owner
+    gc.collect()
+    assert alive() is None
+
+
+STREAMS = [(None, 1), (1, 1), (2, 2), (0, 1), (0xDEAD00, 0xDEAD00), (-1, None)]
+
+
+@pytest.mark.parametrize("value,handle", STREAMS, ids=[repr(v) for v, _ in STREAMS])
+def test_consumer_stream(value, handle):
+    got = _foreign.consumer_stream(value, "t")
+    assert (None if got is None else int(got)) == handle
+
+
+@pytest.mark.parametrize("value,error", [(1.0, TypeError), ("1", TypeError),
+                                         (True, TypeError), (-2, BufferError)],
+                         ids=["float", "str", "bool", "minus-two"])
+def test_consumer_stream_rejects(value, error):
+    with pytest.raises(error, match="stream"):
+        _foreign.consumer_stream(value, "t")
+
+
+def test_release_waits_for_busy_stream(monkeypatch):
+    idle = {"value": False}
+    monkeypatch.setattr(_driver, "stream_query", lambda stream: idle["value"])
+    released = []
+    stream = _driver.stream_handle(FAKE_STREAM)
+    _foreign.release_when_idle(stream, lambda: released.append(1))
+    assert released == [] and _foreign.parked_count() == 1
+    _foreign.drain()
+    assert released == [] and _foreign.parked_count() == 1
+    idle["value"] = True
+    _foreign.drain()
+    assert released == [1] and _foreign.parked_count() == 0
+    _foreign.release_when_idle(stream, lambda: released.append(2))
+    assert released == [1, 2] and _foreign.parked_count() == 0
+
+
+def test_foreign_owner_waits_for_its_stream(monkeypatch):
+    """A ForeignOwner's deleter runs only once our stream is idle, and exactly once."""
+    idle = {"value": False}
+    monkeypatch.setattr(_driver, "stream_query", lambda stream: idle["value"])
+    calls = []
+
+    @dlpack.DELETER
+    def deleter(address):
+        calls.append(address)
+
+    owner = dlpack.ForeignOwner(1234, deleter, _driver.stream_handle(FAKE_STREAM))
+    del owner
+    gc.collect()
+    assert calls == []
+    idle["value"] = True
+    _foreign.drain()
+    assert calls == [1234]
+    _foreign.drain()
+    assert calls == [1234]
+
+
+def test_release_failure_is_printed_not_raised(capfd):
+    def fails():
+        raise RuntimeError("producer deleter exploded")
+
+    _foreign.release_when_idle(None, fails)
+    assert "producer deleter exploded" in capfd.readouterr().err
