@@ -195,6 +195,9 @@ class HeldProducer:
         try:
             from ._foreign import release_when_idle
 
-            release_when_idle(self.stream, lambda held=obj: None, self.context)
+            def drop(held: object = obj) -> None:
+                del held  # the last reference goes with this function
+
+            release_when_idle(self.stream, drop, self.context)
         except Exception:  # noqa: BLE001 - a finalizer never raises
             pass

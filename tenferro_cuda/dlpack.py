@@ -270,9 +270,9 @@ def parse_capsule(capsule, op: str = "from_dlpack") -> DLPackInfo:
             raise ValidationError(f"DLPack version {major}.{minor} is not supported "
                                   f"(major version {DLPACK_VERSION[0]} expected)", op=op)
         flags = managed.flags
+        dl = managed.dl_tensor
     else:
-        managed = DLManagedTensor.from_address(address)
-    dl = managed.dl_tensor
+        dl = DLManagedTensor.from_address(address).dl_tensor
     ndim = dl.ndim
     if ndim < 0 or (ndim and not dl.shape):
         raise ValidationError(f"malformed DLTensor (ndim {ndim}, shape pointer "
