@@ -51,20 +51,18 @@ def _report_pending(pending: tuple, where: str) -> None:
               f"could not be passed on: {exc!r}", file=sys.stderr)
 
 
-
-
 class _Export:
     """What one exported capsule keeps alive until its deleter runs."""
 
-    __slots__ = ("managed", "shape", "strides", "tensor", "consumer", "context")
+    __slots__ = ("managed", "shape", "strides", "tensor", "consumer", "home")
 
-    def __init__(self, managed, shape, strides, tensor, consumer, context) -> None:
+    def __init__(self, managed, shape, strides, tensor, consumer, home) -> None:
         self.managed = managed
         self.shape = shape
         self.strides = strides
         self.tensor = tensor
         self.consumer = consumer
-        self.context = context
+        self.home = home  # runtime or pool owning the tensor's stream (see _foreign)
 
 
 _exports: dict[int, _Export] = {}
@@ -74,12 +72,13 @@ def _release_export(address: int) -> None:
     record = _exports.pop(address, None)
     if record is None or sys.is_finalizing():
         return
-    buf = record.tensor.base.buffer
-    if record.consumer is not None and not buf.freed:
+    buf, home = record.tensor.base.buffer, record.home
+    if record.consumer is not None and not buf.freed and not (home and home.closed):
         from ._foreign import order_after
 
+        context = home.context if home is not None else None
         try:  # our stream reuses the memory only after the consumer's work on its stream
-            order_after(buf.stream, record.consumer, record.context, "dlpack_deleter")
+            order_after(buf.stream, record.consumer, context, "dlpack_deleter")
         except Exception:  # noqa: BLE001 - runtime closed or context lost: nothing to order
             pass
 
@@ -111,8 +110,9 @@ def _capsule_destructor(capsule):
 _DESTRUCTOR_ADDRESS = ctypes.cast(_capsule_destructor, ctypes.c_void_p).value
 
 
-def _check_export_args(buf, max_version, dl_device, copy) -> bool:
-    """Validate the keyword arguments of ``__dlpack__``; True for a versioned capsule."""
+def _check_export_args(buf, max_version, dl_device, copy) -> tuple[int, int] | None:
+    """Validate the keyword arguments of ``__dlpack__``; the version of a versioned capsule
+    to make, or None for a legacy one."""
     if copy:
         raise BufferError("__dlpack__(copy=True): tenferro_cuda exports its memory without "
                           "copying; copy on the consumer side or use copy=None/False")
@@ -126,17 +126,21 @@ def _check_export_args(buf, max_version, dl_device, copy) -> bool:
             raise BufferError(f"__dlpack__: the tensor is on CUDA device {buf.ordinal}; "
                               f"dl_device={wanted} would need a copy, which export never makes")
     if max_version is None:
-        return False
+        return None
     try:
-        return int(max_version[0]) >= 1
-    except (TypeError, ValueError, IndexError):
+        major, minor = (int(v) for v in max_version)
+    except (TypeError, ValueError):
         raise BufferError(f"__dlpack__: max_version must be (major, minor) "
                           f"(got {max_version!r})") from None
+    if major < 1:
+        return None
+    ours = DLPACK_VERSION[1]
+    return DLPACK_VERSION[0], (min(minor, ours) if major == DLPACK_VERSION[0] else ours)
 
 
 def export_capsule(tensor, *, stream=None, max_version=None, dl_device=None, copy=None):
-    """``__dlpack__``: a capsule over ``tensor``'s device memory (see the module doc)."""
-    from ._foreign import consumer_stream, export_context, order_after
+    """``__dlpack__``: a capsule over ``tensor``'s device memory (see ``dlpack.py``)."""
+    from ._foreign import consumer_stream, export_home, order_after
 
     op = "__dlpack__"
     buf = tensor.base.buffer
@@ -146,19 +150,19 @@ def export_capsule(tensor, *, stream=None, max_version=None, dl_device=None, cop
     if buf.freed:
         raise RuntimeStateError("cannot export a reclaimed tensor (its buffer was released)",
                                 op=op)
-    versioned = _check_export_args(buf, max_version, dl_device, copy)
+    version = _check_export_args(buf, max_version, dl_device, copy)
     consumer = consumer_stream(stream, op)
-    context = export_context(buf, op)
+    home = export_home(buf, op)
     if consumer is not None:
-        order_after(consumer, buf.stream, context, op)
-    return _make_capsule(tensor, versioned, max_version, consumer, context)
+        order_after(consumer, buf.stream, home.context if home is not None else None, op)
+    return _make_capsule(tensor, version, consumer, home)
 
 
-def _make_capsule(tensor, versioned: bool, max_version, consumer, context):
+def _make_capsule(tensor, version: tuple[int, int] | None, consumer, home):
     n = tensor.ndim
     shape = (ctypes.c_int64 * max(n, 1))(*tensor.shape)
     strides = (ctypes.c_int64 * max(n, 1))(*tensor.strides)
-    managed = DLManagedTensorVersioned() if versioned else DLManagedTensor()
+    managed = DLManagedTensorVersioned() if version else DLManagedTensor()
     dl = managed.dl_tensor
     dl.data = tensor.data_ptr() if tensor.size else None
     dl.device = DLDevice(DLDeviceType.kDLCUDA, tensor.base.buffer.ordinal)
@@ -168,14 +172,13 @@ def _make_capsule(tensor, versioned: bool, max_version, consumer, context):
     dl.strides = ctypes.cast(strides, ctypes.POINTER(ctypes.c_int64))
     dl.byte_offset = 0
     managed.deleter = _deleter
-    if versioned:
-        minor = int(max_version[1]) if int(max_version[0]) == 1 else DLPACK_VERSION[1]
-        managed.version = DLPackVersion(DLPACK_VERSION[0], min(minor, DLPACK_VERSION[1]))
+    if version:
+        managed.version = DLPackVersion(*version)
         managed.flags = 0
     address = ctypes.addressof(managed)
-    _exports[address] = _Export(managed, shape, strides, tensor, consumer, context)
+    _exports[address] = _Export(managed, shape, strides, tensor, consumer, home)
     try:
-        name = _NAME_V if versioned else _NAME
+        name = _NAME_V if version else _NAME
         return _capsule_new(address, ctypes.addressof(name), _DESTRUCTOR_ADDRESS)
     except BaseException:
         _exports.pop(address, None)

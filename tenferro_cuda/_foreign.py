@@ -10,14 +10,17 @@ Guarantees (used by ``dlpack.py``, ``cai.py`` and ``ops/interop.py``):
   stream, ``-1`` means "no synchronization" (``None`` is returned), larger values are
   raw ``CUstream`` handles. ``0`` (ambiguous, disallowed by the rules, but sent by some
   older consumers) is taken as the driver's NULL stream, i.e. the legacy default stream.
-- ``release_when_idle(stream, fn)`` runs ``fn`` (a foreign deleter, or dropping the last
-  reference to a foreign array) only once ``stream`` has finished the work enqueued so far,
-  so that the producer's allocator cannot hand the memory out again while our kernels still
-  read it. It never blocks: ``fn`` runs at once when the stream is idle, otherwise at the
-  next interop call that finds it idle, and at the latest at interpreter exit. It never
+- ``release_when_idle(stream, fn, home)`` runs ``fn`` (a foreign deleter, or dropping the
+  last reference to a foreign array) only once ``stream`` has finished the work enqueued so
+  far, so that the producer's allocator cannot hand the memory out again while our kernels
+  still read it. It never blocks: ``fn`` runs at once when the stream is idle, otherwise at
+  the next interop call that finds it idle, and at the latest at interpreter exit. It never
   raises.
-- ``export_context(buffer)`` returns the CUDA context of a device buffer's runtime and
-  enqueues that runtime's pending work for the calling thread's stream first.
+- A *home* is the object that owns a stream: a ``CudaRuntime`` or its ``MemoryPool``, both
+  with ``.context`` and ``.closed``. A closed home's streams are destroyed (and were
+  synchronized first), so they are never touched again: idle by definition.
+- ``export_home(buffer, op)`` returns the home of a device buffer, after checking that it
+  is usable and enqueueing its pending work for the calling thread's stream.
 """
 
 from __future__ import annotations
@@ -26,15 +29,16 @@ import atexit
 import sys
 import threading
 from collections.abc import Callable
+from typing import Any
 
 from . import _context, _driver
 from .errors import RuntimeStateError
 
-__all__ = ["order_after", "consumer_stream", "release_when_idle", "drain", "export_context"]
+__all__ = ["order_after", "consumer_stream", "release_when_idle", "drain", "export_home"]
 
 _LEGACY_STREAM = 1
 
-_parked: list[tuple[object, Callable[[], None], object]] = []
+_parked: list[tuple[Any, Callable[[], None], Any]] = []  # (stream, fn, home)
 _parked_lock = threading.Lock()
 _atexit_registered = False
 
@@ -72,21 +76,23 @@ def order_after(waiter, producer, context, op: str) -> None:
             _context.restore(saved, context, op)
 
 
-def _idle(stream, context) -> bool:
+def _idle(stream, home) -> bool:
     """True when ``stream`` has no pending work (or cannot be asked any more)."""
+    if home is not None and home.closed:
+        return True
     try:
         return _driver.stream_query(stream)
     except Exception:  # noqa: BLE001 - e.g. no current context on this thread
         pass
-    if context is None:
+    if home is None:
         return True
     try:
-        _driver.ctx_push(context)
+        _driver.ctx_push(home.context)
         try:
             return _driver.stream_query(stream)
         finally:
             _driver.ctx_pop()
-    except Exception:  # noqa: BLE001 - a destroyed stream or lost context: nothing to wait for
+    except Exception:  # noqa: BLE001 - a lost context: nothing to wait for
         return True
 
 
@@ -97,18 +103,18 @@ def _run(fn: Callable[[], None]) -> None:
         print(f"tenferro_cuda: releasing foreign memory failed: {exc!r}", file=sys.stderr)
 
 
-def release_when_idle(stream, fn: Callable[[], None], context=None) -> None:
+def release_when_idle(stream, fn: Callable[[], None], home=None) -> None:
     """Run ``fn`` once ``stream`` is idle (at once if it is); never blocks, never raises."""
     global _atexit_registered
     try:
         if sys.is_finalizing():
             return  # foreign deleters must not run while the interpreter tears down
         drain()
-        if stream is None or _idle(stream, context):
+        if stream is None or _idle(stream, home):
             _run(fn)
             return
         with _parked_lock:
-            _parked.append((stream, fn, context))
+            _parked.append((stream, fn, home))
             if not _atexit_registered:
                 atexit.register(_release_all_at_exit)
                 _atexit_registered = True
@@ -141,10 +147,10 @@ def _release_all_at_exit() -> None:
     with _parked_lock:
         entries = list(_parked)
         _parked.clear()
-    for stream, fn, context in entries:
+    for stream, fn, home in entries:
         try:
-            if context is not None:
-                _driver.ctx_push(context)
+            if home is not None and not home.closed:
+                _driver.ctx_push(home.context)
                 try:
                     _driver.stream_synchronize(stream)
                 finally:
@@ -163,20 +169,19 @@ def _owner_runtime(buffer):
     return None
 
 
-def export_context(buffer, op: str):
-    """The context of ``buffer``'s runtime, after checking that runtime is usable and
-    flushing its pending work for the calling thread's stream (when ``buffer`` is on it)."""
+def export_home(buffer, op: str):
+    """The home (runtime or pool) of ``buffer``, after checking it is usable and flushing
+    its pending work of the calling thread (when ``buffer`` is on this thread's stream)."""
     rt = _owner_runtime(buffer)
-    if rt is not None:
-        rt.check_alive(op)
-        for state in list(rt._states):
-            if state.stream is buffer.stream and state.thread == threading.get_ident():
-                while state.pending:
-                    state.pending.pop(0)()
-        return rt.context
-    if buffer.pool is not None:
-        if buffer.pool.closed:
+    if rt is None:
+        home = buffer.pool if buffer.pool is not None else getattr(buffer.owner, "home", None)
+        if home is not None and home.closed:
             raise RuntimeStateError(f"the runtime of device {buffer.ordinal} that owns this "
                                     f"tensor is closed", op=op)
-        return buffer.pool.context
-    return getattr(buffer.owner, "context", None)
+        return home
+    rt.check_alive(op)
+    for state in list(rt._states):
+        if state.stream is buffer.stream and state.thread == threading.get_ident():
+            while state.pending:
+                state.pending.pop(0)()
+    return rt

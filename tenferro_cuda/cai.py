@@ -80,9 +80,9 @@ def export_interface(tensor) -> dict:
         raise RuntimeStateError("a reclaimed tensor has no device memory to share", op=op)
     ts = typestr(tensor.dtype, op)
     item = tensor.dtype.itemsize
-    from ._foreign import export_context
+    from ._foreign import export_home
 
-    export_context(buf, op)  # enqueue pending work of this thread before handing out the stream
+    export_home(buf, op)  # enqueue pending work of this thread before handing out the stream
     compact = tensor.size == 0 or _compact(tensor.shape, tensor.strides)
     return {
         "shape": tuple(tensor.shape),
@@ -181,12 +181,12 @@ class HeldProducer:
     """Keeps the object that exposed a CUDA Array Interface alive while its memory is
     adopted; dropped only once ``stream`` has finished the work enqueued so far."""
 
-    __slots__ = ("_obj", "stream", "context", "__weakref__")
+    __slots__ = ("_obj", "stream", "home", "__weakref__")
 
-    def __init__(self, obj: object, stream=None, context=None) -> None:
+    def __init__(self, obj: object, stream=None, home=None) -> None:
         self._obj = obj
         self.stream = stream
-        self.context = context
+        self.home = home  # the runtime owning ``stream`` (see _foreign)
 
     def __del__(self) -> None:
         obj, self._obj = self._obj, None
@@ -198,6 +198,6 @@ class HeldProducer:
             def drop(held: object = obj) -> None:
                 del held  # the last reference goes with this function
 
-            release_when_idle(self.stream, drop, self.context)
+            release_when_idle(self.stream, drop, self.home)
         except Exception:  # noqa: BLE001 - a finalizer never raises
             pass

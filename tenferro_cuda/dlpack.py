@@ -292,13 +292,13 @@ class ForeignOwner:
     """Keeps a DLPack producer's memory alive. ``__del__`` calls the producer's deleter
     exactly once, after ``stream`` has finished the work enqueued so far on it."""
 
-    __slots__ = ("_managed", "_deleter", "stream", "context", "__weakref__")
+    __slots__ = ("_managed", "_deleter", "stream", "home", "__weakref__")
 
-    def __init__(self, managed: int, deleter, stream=None, context=None) -> None:
+    def __init__(self, managed: int, deleter, stream=None, home=None) -> None:
         self._managed = managed
         self._deleter = deleter
         self.stream = stream
-        self.context = context
+        self.home = home  # the runtime owning ``stream`` (see _foreign)
 
     def __del__(self) -> None:
         deleter, self._deleter = self._deleter, None
@@ -308,17 +308,17 @@ class ForeignOwner:
         try:
             from ._foreign import release_when_idle
 
-            release_when_idle(self.stream, lambda: deleter(managed), self.context)
+            release_when_idle(self.stream, lambda: deleter(managed), self.home)
         except Exception:  # noqa: BLE001 - a finalizer never raises
             pass
 
 
 def consume(capsule, managed: int, versioned: bool, stream=None,
-            context=None) -> ForeignOwner:
+            home=None) -> ForeignOwner:
     """Take ownership of a parsed capsule: rename it ``used_*``; the owner calls the
     deleter (a NULL deleter means the producer needs no call)."""
     used = _USED_V if versioned else _USED
     if _capsule_set_name(capsule, ctypes.addressof(used)) != 0:
         raise ValidationError("could not mark the DLPack capsule as used", op="from_dlpack")
     struct = DLManagedTensorVersioned if versioned else DLManagedTensor
-    return ForeignOwner(managed, struct.from_address(managed).deleter, stream, context)
+    return ForeignOwner(managed, struct.from_address(managed).deleter, stream, home)

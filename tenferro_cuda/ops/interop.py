@@ -95,7 +95,7 @@ class InteropOps(OpsBase):
             capsule = request_capsule(obj, int(state.stream), op)
         info = parse_capsule(capsule, op)
         check_device(info.device, rt.ordinal, op)
-        owner = consume(capsule, info.managed, info.versioned, state.stream, rt.context)
+        owner = consume(capsule, info.managed, info.versioned, state.stream, rt)
         return self._adopt(info.data, info.dtype, info.shape, info.strides, owner)
 
     def from_cuda_array_interface(self, obj: object) -> Tensor | TensorView:
@@ -121,7 +121,7 @@ class InteropOps(OpsBase):
             self._check_pointer(info.data, op)
         if info.stream is not None:
             _foreign.order_after(state.stream, _driver.stream_handle(info.stream), None, op)
-        owner = HeldProducer(obj, state.stream, self._rt.context)
+        owner = HeldProducer(obj, state.stream, self._rt)
         return self._adopt(info.data, info.dtype, info.shape, info.strides, owner)
 
     def _check_pointer(self, address: int, op: str) -> None:

@@ -259,3 +259,34 @@ def test_release_failure_is_printed_not_raised(capfd):
 
     _foreign.release_when_idle(None, fails)
     assert "producer deleter exploded" in capfd.readouterr().err
+
+
+class _Home:
+    """A stand-in runtime/pool: ``closed`` and ``context`` are what _foreign reads."""
+
+    def __init__(self, closed):
+        self.closed, self.context = closed, None
+
+    def free(self, *args):  # DeviceBuffer.release on a pool
+        pass
+
+
+def test_closed_home_streams_are_never_touched(monkeypatch):
+    def boom(stream):
+        raise AssertionError("a destroyed stream was queried")
+
+    monkeypatch.setattr(_driver, "stream_query", boom)
+    released = []
+    _foreign.release_when_idle(_driver.stream_handle(FAKE_STREAM), lambda: released.append(1),
+                               _Home(closed=True))
+    assert released == [1]
+
+
+def test_export_from_closed_runtime_refused():
+    arr = np.arange(4.0)
+    t = fake_device(arr)
+    t.buffer.pool = _Home(closed=True)
+    with pytest.raises(RuntimeStateError, match="closed"):
+        t.__dlpack__(stream=-1)
+    with pytest.raises(RuntimeStateError, match="closed"):
+        t.__cuda_array_interface__  # noqa: B018

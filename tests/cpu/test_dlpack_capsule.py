@@ -166,6 +166,7 @@ EXPORT_ERRORS = [
     ("dl-device-other-gpu", dict(dl_device=(2, 1)), BufferError, "CUDA device 0"),
     ("dl-device-junk", dict(dl_device="cuda"), BufferError, "device_type"),
     ("max-version-junk", dict(max_version=1), BufferError, "max_version"),
+    ("max-version-short", dict(max_version=(1,)), BufferError, "max_version"),
     ("stream-float", dict(stream=1.5), TypeError, "stream"),
     ("stream-bool", dict(stream=True), TypeError, "stream"),
     ("stream-negative", dict(stream=-3), BufferError, "stream"),
