@@ -1,0 +1,152 @@
+"""StableHLO ``gather`` and ``scatter`` as session methods (semantics: docs/indexing.md)."""
+
+from __future__ import annotations
+
+from .. import _driver
+from ..configs.indexing import GatherConfig, ScatterConfig
+from ..dtypes import DType
+from ..shapes.gather import gather_dims
+from ..shapes.scatter import scatter_dims
+from ..tensor import Tensor
+from .indexing_base import IndexingBase
+from .indexing_plan import (
+    GatherArgs,
+    ScatterArgs,
+    gather_launch,
+    is_dense,
+    scatter_launch,
+    scatter_passes,
+)
+
+_U32_KEYS = (1 << 32) - 1
+
+
+class GatherScatterOps(IndexingBase):
+    def gather(self, operand, start_indices, config: GatherConfig) -> Tensor:
+        """Gather slices of ``operand`` at ``start_indices`` (StableHLO ``gather``).
+
+        Parameters
+        ----------
+        operand : Tensor or TensorView
+            Any dtype, on this session's device.
+        start_indices : Tensor or TensorView
+            int32 or int64 start indices; the index vectors run along
+            ``config.index_vector_dim`` (== rank means one implicit trailing component).
+        config : GatherConfig
+            Dimension numbers and slice sizes.
+
+        Returns
+        -------
+        Tensor
+            ``combine(batch sizes, offset sizes)``-shaped result. Each start index is
+            clamped to ``[0, dim - slice_size]``, so every window lies in the operand.
+
+        Raises
+        ------
+        ValidationError
+            Config or shapes break a StableHLO constraint (C1..C23).
+        UnsupportedDTypeError
+            Indices that are not int32/int64.
+        """
+        op = "gather"
+        self._begin(op)
+        self._resident(operand, op, "operand")
+        self._resident(start_indices, op, "start_indices")
+        dims = gather_dims(operand.shape, operand.dtype, start_indices.shape,
+                           start_indices.dtype, config, op)
+        out = self._alloc(operand.dtype, dims.result_shape, op)
+        if out.size == 0:
+            return out
+        args = GatherArgs(
+            itemsize=operand.dtype.itemsize,
+            operand=(operand.data_ptr(), operand.shape, operand.strides),
+            indices=(start_indices.data_ptr(), start_indices.shape, start_indices.strides),
+            wide=start_indices.dtype is DType.INT64, out_ptr=out.data_ptr(),
+            result_shape=dims.result_shape, offset_dims=config.offset_dims,
+            batch_dims=dims.batch_dims, index_batch_dims=dims.index_batch_dims,
+            window_dims=dims.window_dims, slice_sizes=config.slice_sizes,
+            start_index_map=config.start_index_map,
+            index_vector_dim=config.index_vector_dim,
+            operand_batching_dims=config.operand_batching_dims,
+            index_batching_dims=config.start_indices_batching_dims)
+        self._run(gather_launch(args, self._sms()), op)
+        return out
+
+    def scatter(self, operand, scatter_indices, updates, config: ScatterConfig) -> Tensor:
+        """A copy of ``operand`` with ``updates`` combined in at ``scatter_indices``
+        (StableHLO ``scatter``; the operand is not modified).
+
+        Parameters
+        ----------
+        operand : Tensor or TensorView
+            The values the result starts from.
+        scatter_indices : Tensor or TensorView
+            int32 or int64 start indices of the update windows.
+        updates : Tensor or TensorView
+            Same dtype as ``operand``; shape ``combine(scatter sizes, window sizes)``.
+        config : ScatterConfig
+            Dimension numbers and the combiner: ``add`` (duplicates accumulate),
+            ``replace`` (the window that comes last in row-major order of the update
+            scatter dimensions wins), ``max`` or ``min``.
+
+        Returns
+        -------
+        Tensor
+            Compact, the operand's shape and dtype. Windows that do not fit inside the
+            operand are skipped whole (no clamping).
+
+        Raises
+        ------
+        ValidationError
+            Config or shapes break a StableHLO constraint (C1..C25).
+        UnsupportedDTypeError
+            Indices not int32/int64; ``add``/``max``/``min`` on bool; ``max``/``min`` on
+            complex.
+        """
+        op = "scatter"
+        self._begin(op)
+        self._resident(operand, op, "operand")
+        self._resident(scatter_indices, op, "scatter_indices")
+        self._resident(updates, op, "updates")
+        dims = scatter_dims(operand.shape, operand.dtype, scatter_indices.shape,
+                            scatter_indices.dtype, updates.shape, updates.dtype, config, op)
+        out = self._alloc_words(operand.dtype, operand.shape, op)
+        if out.size == 0:
+            return out
+        item = operand.dtype.itemsize
+        self._copy_view(out.shape, item, (out.data_ptr(), out.strides),
+                        (operand.data_ptr(), operand.strides), op)
+        if updates.size == 0:
+            return out
+        if not is_dense(updates.shape, updates.strides):
+            updates = self._compact(updates, op)
+        args = self._scatter_args(out, scatter_indices, updates, config, dims)
+        passes = scatter_passes(config.combiner.value, config.unique_indices, args.windows)
+        wide_key = args.windows >= _U32_KEYS
+        winner = None
+        if "claim" in passes:
+            nbytes = out.size * (8 if wide_key else 4)
+            winner = self._rt.pool.alloc(nbytes, self._state.stream, op)
+            self._memset_zero(winner.ptr, nbytes, op)
+        wptr = 0 if winner is None else winner.ptr
+        for p in passes:
+            self._run(scatter_launch(args, p, wptr, wide_key, self._sms()), op)
+        return out  # `winner` and a compacted `updates` are freed stream-ordered, after use
+
+    def _scatter_args(self, out: Tensor, indices, updates, config: ScatterConfig, dims
+                      ) -> ScatterArgs:
+        return ScatterArgs(
+            ctype=out.dtype.ctype, itemsize=out.dtype.itemsize, out_shape=out.shape,
+            out_ptr=out.data_ptr(), updates=(updates.data_ptr(), updates.shape),
+            indices=(indices.data_ptr(), indices.shape, indices.strides),
+            wide=indices.dtype is DType.INT64, update_window_dims=config.update_window_dims,
+            update_scatter_dims=dims.update_scatter_dims,
+            index_batch_dims=dims.index_batch_dims, window_dims=dims.window_dims,
+            window_sizes=dims.window_sizes,
+            scatter_dims_to_operand_dims=config.scatter_dims_to_operand_dims,
+            index_vector_dim=config.index_vector_dim,
+            input_batching_dims=config.input_batching_dims,
+            index_batching_dims=config.scatter_indices_batching_dims)
+
+    def _memset_zero(self, ptr: int, nbytes: int, op: str) -> None:
+        _driver.memset_d8_async(ptr, 0, nbytes, self._state.stream, op)

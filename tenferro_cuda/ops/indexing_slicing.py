@@ -1,0 +1,152 @@
+"""``slice``, ``dynamic_slice``, ``dynamic_update_slice``, ``pad``, ``concatenate`` and
+``reverse`` as session methods (StableHLO semantics; docs/indexing.md).
+
+Static slices, reversals and concatenation are copies between strided views. The dynamic
+slices read their start indices on the device and clamp them there (the op stays
+enqueue-only). ``pad`` is output-driven: every output element is read from the input or
+is the padding value.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ..configs.indexing import PadConfig, SliceConfig
+from ..dtypes import DType
+from ..errors import ValidationError
+from ..shapes.indexing import (
+    concatenate_shape,
+    dynamic_slice_shape,
+    dynamic_update_slice_check,
+    pad_shape,
+    pad_value_bytes,
+    reverse_axes,
+    slice_shape,
+)
+from ..tensor import Tensor
+from .indexing_base import IndexingBase
+from .indexing_plan_copy import Dynamic, pad_launch
+
+
+def _view(t) -> tuple[int, tuple[int, ...]]:
+    return t.data_ptr(), t.strides
+
+
+def _dynamic(starts, shape: Sequence[int], strides: Sequence[int], sizes: Sequence[int],
+             on_dst: bool) -> Dynamic:
+    return Dynamic(starts.data_ptr(), starts.strides[0], starts.dtype is DType.INT64,
+                   tuple(strides), tuple(n - k for n, k in zip(shape, sizes)), on_dst)
+
+
+class SlicingOps(IndexingBase):
+    def slice(self, x, config: SliceConfig) -> Tensor:
+        """``x[starts:limits:strides]`` per axis, as a new compact tensor.
+
+        Raises ``ValidationError`` when the config's rank differs from ``x``'s or a
+        limit exceeds its extent.
+        """
+        op = "slice"
+        self._begin(op)
+        self._resident(x, op, "input")
+        shape = slice_shape(x.shape, config, op)
+        out = self._alloc(x.dtype, shape, op)
+        if out.size == 0:
+            return out
+        first = sum(s * st for s, st in zip(config.starts, x.strides))
+        strides = [st * k for st, k in zip(x.strides, config.strides)]
+        self._copy_view(shape, x.itemsize, _view(out),
+                        (x.data_ptr() + first * x.itemsize, strides), op)
+        return out
+
+    def reverse(self, x, axes: Sequence[int]) -> Tensor:
+        """``x`` with the order of elements reversed along ``axes`` (unique, in range)."""
+        op = "reverse"
+        self._begin(op)
+        self._resident(x, op, "input")
+        axes = reverse_axes(x.shape, axes, op)
+        out = self._alloc(x.dtype, x.shape, op)
+        if out.size == 0:
+            return out
+        strides = list(x.strides)
+        last = 0
+        for a in axes:
+            last += (x.shape[a] - 1) * strides[a]
+            strides[a] = -strides[a]
+        self._copy_view(x.shape, x.itemsize, _view(out),
+                        (x.data_ptr() + last * x.itemsize, strides), op)
+        return out
+
+    def concatenate(self, inputs: Sequence, axis: int) -> Tensor:
+        """The ``inputs`` joined along ``axis`` (equal dtypes and extents elsewhere)."""
+        op = "concatenate"
+        self._begin(op)
+        if isinstance(inputs, (Tensor, str, bytes)) or not isinstance(inputs, Sequence):
+            raise ValidationError(f"inputs must be a sequence of tensors (got "
+                                  f"{type(inputs).__name__})", op=op)
+        for i, t in enumerate(inputs):
+            self._resident(t, op, f"inputs[{i}]")
+        shape = concatenate_shape([t.shape for t in inputs], [t.dtype for t in inputs],
+                                  axis, op)
+        ax = int(axis)
+        out = self._alloc(inputs[0].dtype, shape, op)
+        if out.size == 0:
+            return out
+        at = 0
+        for t in inputs:
+            dst = out.data_ptr() + at * out.strides[ax] * out.itemsize
+            self._copy_view(t.shape, t.itemsize, (dst, out.strides), _view(t), op)
+            at += t.shape[ax]
+        return out
+
+    def dynamic_slice(self, x, starts, slice_sizes: Sequence[int]) -> Tensor:
+        """The ``slice_sizes`` window of ``x`` at ``starts`` (StableHLO ``dynamic_slice``).
+
+        ``starts`` is a rank-1 int32/int64 device tensor of ``rank(x)`` entries, read and
+        clamped to ``[0, dim - size]`` on the device (no host read-back).
+        """
+        op = "dynamic_slice"
+        self._begin(op)
+        self._resident(x, op, "input")
+        self._resident(starts, op, "starts")
+        sizes = dynamic_slice_shape(x.shape, starts.shape, starts.dtype, slice_sizes, op)
+        out = self._alloc(x.dtype, sizes, op)
+        if out.size == 0:
+            return out
+        dyn = _dynamic(starts, x.shape, x.strides, sizes, on_dst=False)
+        self._copy_view(sizes, x.itemsize, _view(out), _view(x), op, dyn)
+        return out
+
+    def dynamic_update_slice(self, operand, update, starts) -> Tensor:
+        """A copy of ``operand`` with ``update`` written at ``starts`` (clamped on the
+        device to ``[0, dim - update extent]``; StableHLO ``dynamic_update_slice``)."""
+        op = "dynamic_update_slice"
+        self._begin(op)
+        self._resident(operand, op, "operand")
+        self._resident(update, op, "update")
+        self._resident(starts, op, "starts")
+        dynamic_update_slice_check(operand.shape, operand.dtype, update.shape, update.dtype,
+                                   starts.shape, starts.dtype, op)
+        out = self._alloc(operand.dtype, operand.shape, op)
+        if out.size == 0:
+            return out
+        self._copy_view(out.shape, out.itemsize, _view(out), _view(operand), op)
+        if update.size:
+            dyn = _dynamic(starts, out.shape, out.strides, update.shape, on_dst=True)
+            self._copy_view(update.shape, out.itemsize, _view(out), _view(update), op, dyn)
+        return out
+
+    def pad(self, x, config: PadConfig, value=0) -> Tensor:
+        """``x`` padded by ``config`` (edge ``low``/``high``, negative crops; ``interior``
+        between neighbours) with the scalar ``value`` (representable in ``x``'s dtype)."""
+        op = "pad"
+        self._begin(op)
+        self._resident(x, op, "input")
+        shape = pad_shape(x.shape, config, op)
+        raw = pad_value_bytes(value, x.dtype, op)
+        out = self._alloc(x.dtype, shape, op)
+        if out.size == 0:
+            return out
+        self._run(pad_launch(x.itemsize, shape, out.data_ptr(), config.low, config.interior,
+                             (x.data_ptr() if x.size else 0, x.shape, x.strides), raw,
+                             self._sms()), op)
+        return out

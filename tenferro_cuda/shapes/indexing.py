@@ -1,0 +1,188 @@
+"""Validation and shape inference of the slicing ops (``slice``, ``dynamic_slice``,
+``dynamic_update_slice``, ``pad``, ``concatenate``, ``reverse``) and the checks the gather
+and scatter modules share. Pure Python over shapes and dtypes; every function raises
+before anything is allocated or launched.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ..configs.indexing import PadConfig, SliceConfig
+from ..dtypes import DType
+from ..errors import UnsupportedDTypeError, ValidationError
+from . import MAX_RANK, check_rank, normalize_axes, same_dtype
+
+INDEX_DTYPES = (DType.INT32, DType.INT64)
+
+
+def check_index_dtype(dtype: DType, op: str, what: str = "indices") -> None:
+    """Index tensors are int32 or int64 (UnsupportedDTypeError otherwise)."""
+    if dtype not in INDEX_DTYPES:
+        raise UnsupportedDTypeError(f"{what} must be int32 or int64 (got {dtype.value})",
+                                    op=op)
+
+
+def check_config(cfg, cls: type, op: str) -> None:
+    if not isinstance(cfg, cls):
+        raise ValidationError(f"expected a {cls.__name__} (got {type(cfg).__name__})", op=op)
+
+
+def check_sizes(sizes, name: str, op: str) -> tuple[int, ...]:
+    """A sequence of ints >= 0."""
+    try:
+        out = tuple(int(s.__index__()) for s in sizes)
+    except (TypeError, AttributeError):
+        raise ValidationError(f"{name} must be a sequence of ints (got {sizes!r})",
+                              op=op) from None
+    if any(isinstance(s, bool) for s in sizes) or any(s < 0 for s in out):
+        raise ValidationError(f"{name} entries must be ints >= 0 (got {tuple(sizes)!r})",
+                              op=op)
+    return out
+
+
+def rank_of_config(n: int, rank: int, what: str, op: str) -> None:
+    if n != rank:
+        raise ValidationError(f"{what} has {n} entries; the operand has rank {rank}", op=op,
+                              kind="rank_mismatch")
+
+
+# --- slice / pad / reverse / concatenate --------------------------------------------------
+def slice_shape(shape: Sequence[int], cfg: SliceConfig, op: str = "slice") -> tuple[int, ...]:
+    """Result shape of ``slice``: ceil((limit - start) / stride) per axis."""
+    check_config(cfg, SliceConfig, op)
+    check_rank(shape, op)
+    rank_of_config(len(cfg.starts), len(shape), "SliceConfig.starts", op)
+    for a, (lim, n) in enumerate(zip(cfg.limits, shape)):
+        if lim > n:
+            raise ValidationError(f"axis {a}: limit {lim} exceeds the extent {n}", op=op,
+                                  kind="axis_out_of_bounds")
+    return tuple(-(-(lim - s) // st) for s, lim, st in zip(cfg.starts, cfg.limits,
+                                                           cfg.strides))
+
+
+def pad_shape(shape: Sequence[int], cfg: PadConfig, op: str = "pad") -> tuple[int, ...]:
+    """Result shape of ``pad``: low + high + n + max(n - 1, 0) * interior per axis."""
+    check_config(cfg, PadConfig, op)
+    check_rank(shape, op)
+    rank_of_config(len(cfg.low), len(shape), "PadConfig.low", op)
+    out = []
+    for a, (n, lo, hi, it) in enumerate(zip(shape, cfg.low, cfg.high, cfg.interior)):
+        size = lo + hi + n + max(n - 1, 0) * it
+        if size < 0:
+            raise ValidationError(f"axis {a}: padding (low {lo}, high {hi}, interior {it}) "
+                                  f"of extent {n} gives a negative extent {size}", op=op)
+        out.append(size)
+    return tuple(out)
+
+
+def reverse_axes(shape: Sequence[int], axes, op: str = "reverse") -> tuple[int, ...]:
+    check_rank(shape, op)
+    try:
+        items = list(axes)
+    except TypeError:
+        raise ValidationError(f"axes must be a sequence of ints (got {axes!r})", op=op) from None
+    if any(isinstance(a, bool) or not hasattr(a, "__index__") for a in items):
+        raise ValidationError(f"axes must be a sequence of ints (got {axes!r})", op=op)
+    return normalize_axes([a.__index__() for a in items], len(shape), op, what="axes")
+
+
+def concatenate_shape(shapes: Sequence[Sequence[int]], dtypes: Sequence[DType], axis,
+                      op: str = "concatenate") -> tuple[int, ...]:
+    """Result shape of ``concatenate``: equal ranks, dtypes and extents off ``axis``."""
+    if not shapes:
+        raise ValidationError("needs at least one input", op=op)
+    same_dtype(op, *dtypes)
+    rank = len(shapes[0])
+    check_rank(shapes[0], op)
+    for s in shapes[1:]:
+        if len(s) != rank:
+            raise ValidationError(f"all inputs must have the same rank (got "
+                                  f"{', '.join(str(tuple(x)) for x in shapes)})", op=op,
+                                  kind="rank_mismatch")
+    if isinstance(axis, bool) or not hasattr(axis, "__index__"):
+        raise ValidationError(f"axis must be an int (got {axis!r})", op=op)
+    (ax,) = normalize_axes((axis,), rank, op, what="axis")
+    for s in shapes[1:]:
+        for d in range(rank):
+            if d != ax and s[d] != shapes[0][d]:
+                raise ValidationError(
+                    f"inputs differ off the concatenation axis {ax}: "
+                    f"{', '.join(str(tuple(x)) for x in shapes)}", op=op,
+                    kind="shape_mismatch")
+    out = list(shapes[0])
+    out[ax] = sum(s[ax] for s in shapes)
+    return tuple(out)
+
+
+# --- dynamic slices -----------------------------------------------------------------------
+def check_starts(starts_shape: Sequence[int], starts_dtype: DType, rank: int, op: str) -> None:
+    """The starts tensor is rank-1 int32/int64 with one entry per operand axis."""
+    check_index_dtype(starts_dtype, op, "starts")
+    if len(starts_shape) != 1 or starts_shape[0] != rank:
+        raise ValidationError(f"starts must be a rank-1 tensor of {rank} entries (one per "
+                              f"operand axis; got shape {tuple(starts_shape)})", op=op,
+                              kind="shape_mismatch")
+
+
+def dynamic_slice_shape(shape: Sequence[int], starts_shape: Sequence[int],
+                        starts_dtype: DType, slice_sizes, op: str = "dynamic_slice"
+                        ) -> tuple[int, ...]:
+    check_rank(shape, op)
+    sizes = check_sizes(slice_sizes, "slice_sizes", op)
+    rank_of_config(len(sizes), len(shape), "slice_sizes", op)
+    check_starts(starts_shape, starts_dtype, len(shape), op)
+    for a, (k, n) in enumerate(zip(sizes, shape)):
+        if k > n:
+            raise ValidationError(f"axis {a}: slice size {k} exceeds the extent {n}", op=op,
+                                  kind="axis_out_of_bounds")
+    return sizes
+
+
+def dynamic_update_slice_check(shape: Sequence[int], dtype: DType, update_shape,
+                               update_dtype: DType, starts_shape, starts_dtype: DType,
+                               op: str = "dynamic_update_slice") -> None:
+    check_rank(shape, op)
+    same_dtype(op, dtype, update_dtype)
+    if len(update_shape) != len(shape):
+        raise ValidationError(f"update rank {len(update_shape)} differs from the operand "
+                              f"rank {len(shape)}", op=op, kind="rank_mismatch")
+    check_starts(starts_shape, starts_dtype, len(shape), op)
+    for a, (k, n) in enumerate(zip(update_shape, shape)):
+        if k > n:
+            raise ValidationError(f"axis {a}: update extent {k} exceeds the operand extent "
+                                  f"{n}", op=op, kind="shape_mismatch")
+
+
+def pad_value_bytes(value, dtype: DType, op: str = "pad") -> bytes:
+    """The padding value as raw bytes of ``dtype`` (ValidationError if it does not fit)."""
+    import warnings
+
+    import numpy as np
+
+    if dtype.is_bool:
+        if not isinstance(value, (bool, int, np.bool_, np.integer)) or value not in (0, 1):
+            raise ValidationError(f"a bool tensor pads with True/False (got {value!r})",
+                                  op=op)
+        return np.asarray(bool(value), dtype.numpy).tobytes()
+    if not dtype.is_complex and isinstance(value, complex):
+        raise ValidationError(f"a complex padding value for {dtype.value} (got {value!r})",
+                              op=op)
+    if dtype.is_integer and not isinstance(value, (int, np.integer, bool)):
+        raise ValidationError(f"an integer tensor pads with an int (got {value!r})", op=op)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            if dtype.is_integer:
+                info = np.iinfo(dtype.numpy)
+                if not info.min <= int(value) <= info.max:
+                    raise OverflowError
+            return np.asarray(value, dtype.numpy).tobytes()
+    except (OverflowError, ValueError, TypeError, RuntimeWarning):
+        raise ValidationError(f"padding value {value!r} is not representable as "
+                              f"{dtype.value}", op=op) from None
+
+
+__all__ = ["MAX_RANK", "INDEX_DTYPES", "check_index_dtype", "check_config", "check_sizes",
+           "slice_shape", "pad_shape", "reverse_axes", "concatenate_shape", "check_starts",
+           "dynamic_slice_shape", "dynamic_update_slice_check", "pad_value_bytes"]
