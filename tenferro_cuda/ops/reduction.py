@@ -1,0 +1,207 @@
+"""Reductions: ``reduce_sum``, ``reduce_prod``, ``reduce_max``, ``reduce_min`` and their
+``_read`` forms (the same operations; every form accepts tensors and views).
+
+Semantics (shapes/reduction.py): ``axes`` are distinct ints in ``range(rank)``, removed
+from the result; the result dtype is the input dtype (integer sums and products wrap,
+float16/bfloat16 accumulate in float32); zero reduced elements give 0 / 1, and raise for
+max/min; NaN propagates through max/min. How it runs (shapes/reduction_plan.py): one or
+two kernel passes over memory, chunk partials in a pool buffer that is freed (stream
+ordered) when the call returns, no atomics: the same input gives the same bits every run.
+Everything is enqueued on the session stream; nothing waits for the device.
+"""
+
+from __future__ import annotations
+
+from .. import _driver
+from ..dtypes import DType
+from ..kernels.args import layout_bytes
+from ..kernels.families import reduce as fam
+from ..shapes import reduction as shp
+from ..shapes.reduction_plan import BLOCK, Machine, Plan, classify, plan_reduce
+from ..tensor import Tensor, TensorView
+from ._base import OpsBase
+
+_CACHE_MAX = 2048
+_plans: dict = {}
+_exprs: dict = {}
+_occupancy: dict = {}
+_machines: dict = {}
+
+
+def _expression(entry: str, kind: str, dtype: DType, src: DType, dst: DType, index: str) -> str:
+    key = (entry, kind, dtype, src, dst, index)
+    expr = _exprs.get(key)
+    if expr is None:
+        expr = _exprs[key] = fam.FAMILY.entry(entry).expression(
+            *fam.targs(kind, dtype, src, dst, index))
+    return expr
+
+
+def _layout(shape, strides, offset: int = 0) -> bytes:
+    return layout_bytes(shape, strides, offset)
+
+
+def _x(index: str) -> str:
+    return "I" if index == "tf::u32" else "Q"
+
+
+class ReductionOps(OpsBase):
+    def reduce_sum(self, input, axes) -> Tensor:
+        """Sum over ``axes`` (removed from the shape).
+
+        Parameters
+        ----------
+        input : Tensor or TensorView
+            A device tensor of this session, numeric dtype, rank <= 8.
+        axes : sequence of int
+            Distinct axes in ``range(input.ndim)``; ``()`` returns a copy.
+
+        Returns
+        -------
+        Tensor
+            Same dtype as ``input``: integers wrap, float16/bfloat16 are accumulated in
+            float32; a sum over zero elements is 0.
+
+        Raises
+        ------
+        ValidationError
+            Bad, out-of-range or duplicate axes; rank > 8.
+        UnsupportedDTypeError
+            bool input.
+        RuntimeStateError
+            ``input`` is not resident on this session's device; closed session.
+        """
+        return self._reduce("sum", input, axes, "reduce_sum")
+
+    def reduce_sum_read(self, input, axes) -> Tensor:
+        """``reduce_sum`` of an owned tensor or a borrowed view (see ``reduce_sum``)."""
+        return self._reduce("sum", input, axes, "reduce_sum_read")
+
+    def reduce_prod(self, input, axes) -> Tensor:
+        """Product over ``axes``; like ``reduce_sum`` (the product of zero elements is 1)."""
+        return self._reduce("prod", input, axes, "reduce_prod")
+
+    def reduce_prod_read(self, input, axes) -> Tensor:
+        """``reduce_prod`` of an owned tensor or a borrowed view."""
+        return self._reduce("prod", input, axes, "reduce_prod_read")
+
+    def reduce_max(self, input, axes) -> Tensor:
+        """Maximum over ``axes``; NaN propagates.
+
+        Like ``reduce_sum``, but complex dtypes raise ``UnsupportedDTypeError`` and reducing
+        zero elements (an axis of extent 0) raises ``ValidationError``.
+        """
+        return self._reduce("max", input, axes, "reduce_max")
+
+    def reduce_max_read(self, input, axes) -> Tensor:
+        """``reduce_max`` of an owned tensor or a borrowed view."""
+        return self._reduce("max", input, axes, "reduce_max_read")
+
+    def reduce_min(self, input, axes) -> Tensor:
+        """Minimum over ``axes``; NaN propagates (see ``reduce_max``)."""
+        return self._reduce("min", input, axes, "reduce_min")
+
+    def reduce_min_read(self, input, axes) -> Tensor:
+        """``reduce_min`` of an owned tensor or a borrowed view."""
+        return self._reduce("min", input, axes, "reduce_min_read")
+
+    # --- implementation ---------------------------------------------------------------
+    def _reduce(self, kind: str, x, axes, op: str) -> Tensor:
+        self._begin(op)
+        self._resident(x, op)
+        ax, out_shape, count = shp.infer_reduce(kind, x.dtype, x.shape, axes, op)
+        out = self._alloc(x.dtype, out_shape, op)
+        if out.size == 0:
+            return out
+        if count == 0:
+            self._fill(out, 0 if kind == "sum" else 1, op)
+            return out
+        plan = self._reduce_plan(kind, x, ax)
+        if plan.kind == "copy":
+            keep = [i for i in range(x.ndim) if i not in ax]
+            src = TensorView(x.base, out_shape, [x.strides[i] for i in keep], x.offset)
+            self._copy_into(src, out, op)
+        else:
+            self._run_passes(kind, x, plan, out, op)
+        return out
+
+    def _reduce_plan(self, kind: str, x, ax: tuple[int, ...]) -> Plan:
+        serial = self._rt.identity.serial
+        key = (serial, kind, x.dtype, x.shape, x.strides, x.offset, ax)
+        plan = _plans.get(key)
+        if plan is None:
+            if len(_plans) >= _CACHE_MAX:
+                _plans.clear()
+            prob = classify(x.shape, x.strides, x.offset, ax)
+            pitem = fam.partial_dtype(kind, x.dtype).itemsize
+            plan = _plans[key] = plan_reduce(prob, x.dtype.itemsize, pitem, self._machine())
+        return plan
+
+    def _run_passes(self, kind: str, x, plan: Plan, out: Tensor, op: str) -> None:
+        dtype = x.dtype
+        pdtype = fam.partial_dtype(kind, dtype)
+        src_ptr = x.base.buffer.ptr
+        alive = []  # partial buffers: freed (stream-ordered, after their readers) on return
+        for p in plan.passes:
+            src = pdtype if p.src_partial else dtype
+            dst = pdtype if p.dst_partial else dtype
+            part = self._alloc(pdtype, (p.out_size,), op) if p.dst_partial else None
+            dst_ptr = part.buffer.ptr if part is not None else out.buffer.ptr
+            # partials -> partials of float16/bfloat16 is the float32 operator's pass
+            odt = DType.FLOAT32 if src is dst is pdtype and pdtype is not dtype else dtype
+            if plan.kind == "rows":
+                self._launch_rows(kind, odt, src, dst, p, src_ptr, dst_ptr, op)
+            else:
+                self._launch_cols(kind, odt, src, dst, p, src_ptr, dst_ptr, op)
+            alive.append(part)
+            src_ptr = dst_ptr
+
+    def _launch_rows(self, kind, dtype, src, dst, p, src_ptr: int, dst_ptr: int,
+                     op: str) -> None:
+        fn = self._fn("reduce", _expression("reduce_rows", kind, dtype, src, dst, p.index))
+        x = _x(p.index)
+        pack = self._pack(("reduce_rows", x), f"PLL{x}q{x}{x}{x}{x}iiP")
+        params = pack.pack(src_ptr, _layout(p.kept.shape, p.kept.strides, p.kept.offset),
+                           _layout(p.outer.shape, p.outer.strides), p.run, p.run_stride,
+                           p.total, p.chunk, p.nchunks, p.nitems, p.group, int(p.flat),
+                           dst_ptr)
+        self._launch(fn, (p.blocks, 1, 1), (BLOCK, 1, 1), params, op)
+
+    def _launch_cols(self, kind, dtype, src, dst, p, src_ptr: int, dst_ptr: int,
+                     op: str) -> None:
+        fn = self._fn("reduce", _expression("reduce_cols", kind, dtype, src, dst, p.index))
+        x = _x(p.index)
+        pack = self._pack(("reduce_cols", x), f"PLLL{x}q{x}qq{x}{x}{x}qiP")
+        params = pack.pack(src_ptr, _layout(p.oin.shape, p.oin.strides, p.oin.offset),
+                           _layout(p.oin.shape, p.oout), _layout(p.outer.shape,
+                                                                 p.outer.strides),
+                           p.run, p.rs, p.ncols, p.col_in, p.col_out, p.total, p.chunk,
+                           p.nitems, p.plane, int(p.vec), dst_ptr)
+        self._launch(fn, (p.grid[0], p.grid[1], 1), (p.block[0], p.block[1], 1), params, op)
+
+    # --- device occupancy (plans split work into one even wave) ------------------------
+    def _machine(self) -> Machine:
+        serial = self._rt.identity.serial
+        m = _machines.get(serial)
+        if m is None:
+            f32 = DType.FLOAT32
+            rows = _expression("reduce_rows", "sum", f32, f32, f32, "tf::u32")
+            cols = _expression("reduce_cols", "sum", f32, f32, f32, "tf::u32")
+            m = _machines[serial] = Machine(resident_blocks(self, "reduce", rows),
+                                            resident_blocks(self, "reduce", cols))
+        return m
+
+
+def resident_blocks(session: OpsBase, family: str, expression: str) -> int:
+    """Blocks of BLOCK threads of ``expression`` that fit on the whole device at once."""
+    rt = session._rt
+    key = (rt.identity.serial, family, expression)
+    blocks = _occupancy.get(key)
+    if blocks is None:
+        regs = _driver.function_attributes(session._fn(family, expression))["registers"]
+        per_warp = -(-max(regs, 1) * 32 // 256) * 256  # registers go by 256 per warp
+        by_regs = 65536 // (per_warp * (BLOCK // 32))
+        threads = 1536 if rt.info.compute_capability in ((8, 6), (8, 7), (8, 9)) else 2048
+        per_sm = max(1, min(threads // BLOCK, by_regs))
+        blocks = _occupancy[key] = per_sm * rt.info.multiprocessor_count
+    return blocks
