@@ -22,6 +22,7 @@ import struct
 
 from .. import _cublas
 from ..dtypes import DType
+from ..errors import BackendSourceError
 from ._base import OpsBase
 from .dot_plan import GemmPlan
 
@@ -68,7 +69,10 @@ class DotExecOps(OpsBase):
         """This stream's cuBLAS handle (BackendSourceError naming a missing library)."""
         h = self._state.prepared.get(_HANDLE_KEY)
         if h is None:
-            _cublas.load()
+            try:
+                _cublas.load()
+            except BackendSourceError as exc:  # name the op; keep the library's message
+                raise BackendSourceError(str(exc.args[0]), op=op) from exc.__cause__
             state = self._state
             ws = self._rt.pool.alloc(_cublas.WORKSPACE_BYTES, state.stream, op)
             h = _cublas.Handle(int(state.stream), ws.ptr, ws.nbytes, ws, op)

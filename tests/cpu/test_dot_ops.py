@@ -26,7 +26,12 @@ from tenferro_cuda.configs.dot import (
     GroupedGemmConfig,
 )
 from tenferro_cuda.dtypes import DType
-from tenferro_cuda.errors import RuntimeStateError, UnsupportedDTypeError, ValidationError
+from tenferro_cuda.errors import (
+    BackendSourceError,
+    RuntimeStateError,
+    UnsupportedDTypeError,
+    ValidationError,
+)
 from tenferro_cuda.ops.dot import DotOps
 from tenferro_cuda.ops.dot_plan import OP_N
 from tenferro_cuda.tensor import Tensor
@@ -528,3 +533,27 @@ def test_handle_setup(fake_lib):
     assert args["set_stream"] == (0x5151, 0xABC)
     assert args["set_math_mode"] == (0x5151, 0) and args["set_pointer_mode"] == (0x5151, 0)
     assert args["set_workspace"] == (0x5151, h.owner.ptr, 32 << 20)
+
+
+def test_missing_cublas_is_named_before_anything_runs(monkeypatch):
+    """Float products without cuBLAS: BackendSourceError naming the library and the op,
+    raised before the output is allocated; integer products do not need cuBLAS."""
+    missing = BackendSourceError("cuBLAS is unavailable: libcublas.so.13 / libcublasLt.so.13 "
+                                 "not found", op="cublas")
+
+    def load():
+        raise missing
+
+    monkeypatch.setattr(_cublas, "load", load)
+    monkeypatch.setattr(Fake, "_dot_handle", DotOps._dot_handle)
+    s = Fake(stub_run=False)
+    with pytest.raises(BackendSourceError, match=r"libcublas\.so\.13") as info:
+        s.dot_general(s.dev((4, 3)), s.dev((3, 5)), MM)
+    assert info.value.op == "dot_general" and s.calls == []
+    with pytest.raises(BackendSourceError):
+        s.dot_general_read_into_accum_cached(0, s.dev((4, 3)), s.dev((3, 5)), MM,
+                                             DotGeneralAccumulation(), s.dev((4, 5)))
+    assert s.calls == [] and not s._state.prepared.get(("dot", "slots"))
+    i32 = DType.INT32
+    s.dot_general(s.dev((4, 3), i32), s.dev((3, 5), i32), MM)
+    assert [c[0] for c in s.calls] == ["alloc", "fn", "launch"]

@@ -80,3 +80,76 @@ def tolerance(dtype_name: str, k: int) -> float:
         "float64": 1e-12 * root,
         "complex128": 1e-12 * root,
     }[dtype_name]
+
+
+# --- device operands (GPU tests) -----------------------------------------------------------
+def sample(dtype, shape, rng) -> np.ndarray:
+    """Random values of a tenferro dtype: full range for integers (products wrap),
+    standard normal for floats (rounded to the dtype), complex normal for complex."""
+    npd = np.dtype(dtype.numpy)
+    if dtype.is_integer:
+        info = np.iinfo(npd)
+        return rng.integers(info.min, info.max, shape, dtype=npd, endpoint=True)
+    if dtype.is_complex:
+        return (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(npd)
+    return rng.standard_normal(shape).astype(npd)
+
+
+def device_view(s, array: np.ndarray, layout: str, fill=0):
+    """(device view, logical values) of ``array`` stored as ``layout``:
+    c compact, T axes stored reversed, p<perm> stored in that axis order, s padded (offset
+    and longer rows), S every other element of the last axis, sT transposed inside a
+    padded buffer, n<axis> that axis reversed, b<axis> broadcast along that axis (stride
+    0; the values are made constant along it). Padding holds ``fill``."""
+    from gpu_util import up
+
+    a = np.asarray(array)
+    nd = a.ndim
+    if layout == "c" or nd == 0:
+        return up(s, a), a
+    if layout == "T" or layout.startswith("p"):
+        perm = list(range(nd))[::-1] if layout == "T" else [int(c) for c in layout[1:]]
+        inverse = list(np.argsort(perm))
+        return up(s, np.ascontiguousarray(a.transpose(perm))).permute(inverse), a
+    if layout in ("s", "S", "sT"):
+        stored = a.transpose(list(range(nd))[::-1]) if layout == "sT" else a
+        step = 2 if layout == "S" else 1
+        shape = [n + 1 for n in stored.shape]
+        shape[-1] = (stored.shape[-1] + 1) * step
+        big = np.full(shape, fill, a.dtype)
+        idx = tuple(slice(1, 1 + n) for n in stored.shape[:-1]) + (
+            slice(step, step + stored.shape[-1] * step, step),)
+        big[idx] = stored
+        view = up(s, big)[idx]
+        return (view.permute(list(range(nd))[::-1]) if layout == "sT" else view), a
+    axis = int(layout[1:])
+    if layout[0] == "n":
+        t = up(s, np.ascontiguousarray(np.flip(a, axis)))
+        idx = tuple(slice(None, None, -1) if i == axis else slice(None) for i in range(nd))
+        return t[idx], a
+    if layout[0] == "b":
+        base = np.ascontiguousarray(a.take(0, axis=axis))
+        t = up(s, base)
+        strides = list(t.strides)
+        strides.insert(axis, 0)
+        return t.view(a.shape, strides, 0), np.broadcast_to(np.expand_dims(base, axis), a.shape)
+    raise ValueError(f"unknown layout {layout!r}")
+
+
+def check_close(got, want, dtype_name: str, k: int) -> None:
+    if np.dtype(got.dtype).kind in "iu":
+        assert got.dtype == want.dtype and np.array_equal(got, want)
+        return
+    err = rel_error(got, want)
+    tol = tolerance(dtype_name, k)
+    assert err <= tol, f"relative error {err:.3g} > {tol:.3g} ({dtype_name}, k={k})"
+
+
+def element_index(view) -> np.ndarray:
+    """Flat element offsets (into ``view.base``) of every element of ``view``."""
+    idx = np.full(view.shape, view.offset, dtype=np.int64)
+    for ax, (n, st) in enumerate(zip(view.shape, view.strides)):
+        sh = [1] * len(view.shape)
+        sh[ax] = n
+        idx = idx + (np.arange(n, dtype=np.int64) * st).reshape(sh)
+    return idx
