@@ -1,0 +1,30 @@
+// Elementwise and analytic kernels: out = Op(a[, b[, c]]) for the op functors of
+// tenferro/ops.cuh (AddOp, CmpOp<D>, SelectOp, ExpOp, ...), instantiated per (functor,
+// primary dtype) by name expressions such as `tf::ew_contig<tf::AddOp, float>`.
+// ew_contig: compact operands (rank-0 operands broadcast), 16-byte vectors when aligned.
+// ew_strided: runtime layouts; `mode` bit 0 selects the tiled 2-D path (ewkernel.cuh).
+// Deferred errors (integer division by zero, negative integer exponent) go to `err`.
+#include "tenferro/ewkernel.cuh"
+
+namespace tf {
+
+template <class Op, class T>
+__global__ void __launch_bounds__(TF_EW_BLOCK)
+ew_contig(typename sig<Op, T>::R* __restrict__ out, const typename sig<Op, T>::A* a,
+          const typename sig<Op, T>::B* b, const typename sig<Op, T>::C* c, u32 n, int flags,
+          int* err, int code) {
+  const Err e{err, code};
+  contig_body<Op, T, u32>(out, a, b, c, n, flags, e);
+}
+
+template <class Op, class T>
+__global__ void __launch_bounds__(TF_EW_BLOCK)
+ew_strided(typename sig<Op, T>::R* __restrict__ out, Layout lo, const typename sig<Op, T>::A* a,
+           Layout la, const typename sig<Op, T>::B* b, Layout lb,
+           const typename sig<Op, T>::C* c, Layout lc, u32 n, int mode, int* err, int code) {
+  const Err e{err, code};
+  if (mode & 1) tiled_body<Op, T>(out, lo, a, la, b, lb, c, lc, mode, e);
+  else strided_body<Op, T, u32>(out, lo, a, la, b, lb, c, lc, n, e);
+}
+
+}  // namespace tf

@@ -1,0 +1,246 @@
+// Kernel bodies shared by the elementwise-shaped families (ptx/elementwise.cu,
+// ptx/cast.cu): out[i] = Op::apply(a[i], b[i], c[i]) for an op functor of ops.cuh over
+// the primary dtype T. Every kernel takes three input slots; slots past Op::arity are
+// ignored (pass null pointers / any layout).
+//
+// contig_body: every operand compact (or a rank-0 operand broadcast: `flags` bits 0-2
+//   for a, b, c; its value is read once per thread). Bit 3 selects the vector path: the
+//   host sets it only when every pointer is 16-byte aligned; then each thread moves
+//   16-byte vectors (VEC elements of the widest operand), UNROLL of them per grid-stride
+//   step, and the n % VEC tail is done element-wise. 
+// strided_body: runtime shapes and signed strides (tf::Layout, coalesced on the host),
+//   one division chain per element for all operands.
+// Index math is 32-bit: the host launches at most 2^31 - 1 elements per kernel and
+// splits larger tensors into chunks.
+// tiled_body: rank 3 (batch, rows, cols) where some input is column-major relative to
+//   the output: one 32x32 tile per block (grid: col tiles, row tiles, batch) staged
+//   through shared memory (rows padded to 33: no bank conflicts), so that those inputs
+//   are read, and the output written, along their stride-1 axes. `mode` bit 0 selects
+//   it; bits 1-3 mark the inputs to stage; dynamic shared memory holds their tiles.
+#pragma once
+#include "layout.cuh"
+#include "ops.cuh"
+
+#define TF_EW_BLOCK 256
+#define TF_EW_UNROLL 2
+#define TF_EW_TILE 32
+#define TF_EW_TILE_ROWS 8
+
+namespace tf {
+
+template <class Op, class T> struct sig {
+  typedef typename Op::template types<T> S;
+  typedef typename S::a A;
+  typedef typename S::b B;
+  typedef typename S::c C;
+  typedef typename S::out R;
+  static const int arity = Op::arity;
+  static const int wa = sizeof(A) > sizeof(R) ? sizeof(A) : sizeof(R);
+  static const int wb = arity >= 2 && sizeof(B) > wa ? sizeof(B) : wa;
+  static const int widest = arity >= 3 && sizeof(C) > wb ? sizeof(C) : wb;
+  static const int vec = 16 / widest;  // elements per 16-byte vector of the widest operand
+};
+
+template <class Op, class A, class B, class C>
+__device__ __forceinline__ auto invoke(A a, B b, C c, const Err& e) {
+  if constexpr (Op::arity == 1) { return Op::apply(a, e); }
+  else if constexpr (Op::arity == 2) { return Op::apply(a, b, e); }
+  else { return Op::apply(a, b, c, e); }
+}
+
+template <int BYTES> struct raw_of;
+template <> struct raw_of<1> { typedef unsigned char type; };
+template <> struct raw_of<2> { typedef unsigned short type; };
+template <> struct raw_of<4> { typedef unsigned int type; };
+template <> struct raw_of<8> { typedef u64 type; };
+template <> struct raw_of<16> { typedef b128 type; };
+
+// N consecutive elements at p (aligned to N * sizeof(T)) in one load / store.
+template <class T, int N> __device__ __forceinline__ void vload(T (&dst)[N], const T* p) {
+  typedef typename raw_of<sizeof(T) * N>::type Raw;
+  Raw r = *reinterpret_cast<const Raw*>(p);
+  memcpy(dst, &r, sizeof(Raw));
+}
+template <class T, int N> __device__ __forceinline__ void vstore(T* p, const T (&src)[N]) {
+  typedef typename raw_of<sizeof(T) * N>::type Raw;
+  Raw r;
+  memcpy(&r, src, sizeof(Raw));
+  *reinterpret_cast<Raw*>(p) = r;
+}
+
+template <class Op, class T, class I>
+__device__ __forceinline__ void contig_body(typename sig<Op, T>::R* __restrict__ out,
+                                            const typename sig<Op, T>::A* __restrict__ a,
+                                            const typename sig<Op, T>::B* __restrict__ b,
+                                            const typename sig<Op, T>::C* __restrict__ c,
+                                            I n, int flags, const Err& e) {
+  typedef sig<Op, T> S;
+  typedef typename S::A A;
+  typedef typename S::B B;
+  typedef typename S::C C;
+  typedef typename S::R R;
+  const int N = S::vec;
+  const bool sa = flags & 1, sb = (S::arity >= 2) && (flags & 2), sc = (S::arity >= 3) && (flags & 4);
+  A a0 = sa ? a[0] : A();
+  B b0 = sb ? b[0] : B();
+  C c0 = sc ? c[0] : C();
+  const I nthreads = (I)gridDim.x * blockDim.x;
+  I done = 0;
+  if (flags & 8) {
+    const I nvec = n / N;
+    for (I v = (I)blockIdx.x * (blockDim.x * TF_EW_UNROLL) + threadIdx.x; v < nvec;
+         v += nthreads * TF_EW_UNROLL) {
+      A ra[TF_EW_UNROLL][N];
+      B rb[TF_EW_UNROLL][N];
+      C rc[TF_EW_UNROLL][N];
+#pragma unroll
+      for (int u = 0; u < TF_EW_UNROLL; ++u) {
+        const I w = v + (I)u * blockDim.x;
+        if (w < nvec) {
+          if (sa) { for (int k = 0; k < N; ++k) ra[u][k] = a0; } else { vload(ra[u], a + w * N); }
+          if constexpr (S::arity >= 2) {
+            if (sb) { for (int k = 0; k < N; ++k) rb[u][k] = b0; } else { vload(rb[u], b + w * N); }
+          }
+          if constexpr (S::arity >= 3) {
+            if (sc) { for (int k = 0; k < N; ++k) rc[u][k] = c0; } else { vload(rc[u], c + w * N); }
+          }
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < TF_EW_UNROLL; ++u) {
+        const I w = v + (I)u * blockDim.x;
+        if (w < nvec) {
+          R ro[N];
+#pragma unroll
+          for (int k = 0; k < N; ++k) ro[k] = invoke<Op>(ra[u][k], rb[u][k], rc[u][k], e);
+          vstore(out + w * N, ro);
+        }
+      }
+    }
+    done = nvec * N;
+  }
+  for (I i = done + (I)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += nthreads) {
+    A va = sa ? a0 : a[i];
+    B vb = B();
+    C vc = C();
+    if constexpr (S::arity >= 2) vb = sb ? b0 : b[i];
+    if constexpr (S::arity >= 3) vc = sc ? c0 : c[i];
+    out[i] = invoke<Op>(va, vb, vc, e);
+  }
+}
+
+// Offsets of the linear index i in the output and the first ARITY input layouts.
+template <int ARITY, class I>
+__device__ __forceinline__ void offsets4(const Layout& lo, const Layout& la, const Layout& lb,
+                                         const Layout& lc, I i, i64& oo, i64& oa, i64& ob,
+                                         i64& oc) {
+  oo = lo.offset;
+  oa = la.offset;
+  ob = lb.offset;
+  oc = lc.offset;
+#pragma unroll
+  for (int d = TF_MAX_RANK - 1; d >= 0; --d) {
+    if (d < lo.ndim) {
+      I s = (I)lo.shape[d];
+      I q = i / s;
+      i64 k = (i64)(i - q * s);
+      oo += k * lo.stride[d];
+      oa += k * la.stride[d];
+      if (ARITY >= 2) ob += k * lb.stride[d];
+      if (ARITY >= 3) oc += k * lc.stride[d];
+      i = q;
+    }
+  }
+}
+
+template <class Op, class T, class I>
+__device__ __forceinline__ void strided_body(typename sig<Op, T>::R* __restrict__ out,
+                                             const Layout& lo,
+                                             const typename sig<Op, T>::A* __restrict__ a,
+                                             const Layout& la,
+                                             const typename sig<Op, T>::B* __restrict__ b,
+                                             const Layout& lb,
+                                             const typename sig<Op, T>::C* __restrict__ c,
+                                             const Layout& lc, I n, const Err& e) {
+  typedef sig<Op, T> S;
+  const I nthreads = (I)gridDim.x * blockDim.x;
+  for (I i = (I)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += nthreads) {
+    i64 oo, oa, ob, oc;
+    offsets4<S::arity, I>(lo, la, lb, lc, i, oo, oa, ob, oc);
+    typename S::B vb = typename S::B();
+    typename S::C vc = typename S::C();
+    if constexpr (S::arity >= 2) vb = b[ob];
+    if constexpr (S::arity >= 3) vc = c[oc];
+    out[oo] = invoke<Op>(a[oa], vb, vc, e);
+  }
+}
+
+// Tiles of a rank-3 layout (batch, rows, cols; the host pads rank 2 with a batch of 1).
+// Grid: (col tiles, row tiles, batch). Element offset = base + r * stride[1] + col * stride[2].
+__host__ __device__ constexpr int tile_bytes(int item) {
+  return (TF_EW_TILE * (TF_EW_TILE + 1) * item + 15) / 16 * 16;
+}
+
+// Stage rows [r0, r0+32) x cols [c0, c0+32) of an operand whose stride-1 axis is the row
+// axis: thread tx walks the rows (coalesced); stored as tile[row][col].
+template <class X>
+__device__ __forceinline__ void stage(X* tile, const X* __restrict__ p, const Layout& l,
+                                      i64 base, u32 r0, u32 c0, u32 rows, u32 cols) {
+  const u32 tx = threadIdx.x % TF_EW_TILE, ty = threadIdx.x / TF_EW_TILE;
+  const u32 r = r0 + tx;
+  if (r >= rows) return;
+  const i64 row = base + (i64)r * l.stride[1];
+  for (u32 j = ty; j < TF_EW_TILE && c0 + j < cols; j += TF_EW_TILE_ROWS) {
+    tile[tx * (TF_EW_TILE + 1) + j] = p[row + (i64)(c0 + j) * l.stride[2]];
+  }
+}
+
+template <class Op, class T>
+__device__ __forceinline__ void tiled_body(typename sig<Op, T>::R* __restrict__ out,
+                                           const Layout& lo,
+                                           const typename sig<Op, T>::A* __restrict__ a,
+                                           const Layout& la,
+                                           const typename sig<Op, T>::B* __restrict__ b,
+                                           const Layout& lb,
+                                           const typename sig<Op, T>::C* __restrict__ c,
+                                           const Layout& lc, int mode, const Err& e) {
+  typedef sig<Op, T> S;
+  typedef typename S::A A;
+  typedef typename S::B B;
+  typedef typename S::C C;
+  extern __shared__ __align__(16) unsigned char tf_ew_smem[];
+  const bool ta = mode & 2, tb = (S::arity >= 2) && (mode & 4), tc = (S::arity >= 3) && (mode & 8);
+  A* sa = reinterpret_cast<A*>(tf_ew_smem);
+  unsigned char* next = tf_ew_smem + (ta ? tile_bytes(sizeof(A)) : 0);
+  B* sb = reinterpret_cast<B*>(next);
+  next += tb ? tile_bytes(sizeof(B)) : 0;
+  C* sc = reinterpret_cast<C*>(next);
+  const u32 rows = (u32)lo.shape[1], cols = (u32)lo.shape[2];
+  const u32 r0 = blockIdx.y * TF_EW_TILE, c0 = blockIdx.x * TF_EW_TILE;
+  const i64 bt = blockIdx.z;
+  const i64 ba = la.offset + bt * la.stride[0];
+  const i64 bb = lb.offset + bt * lb.stride[0];
+  const i64 bc = lc.offset + bt * lc.stride[0];
+  if (ta) stage(sa, a, la, ba, r0, c0, rows, cols);
+  if constexpr (S::arity >= 2) { if (tb) stage(sb, b, lb, bb, r0, c0, rows, cols); }
+  if constexpr (S::arity >= 3) { if (tc) stage(sc, c, lc, bc, r0, c0, rows, cols); }
+  __syncthreads();
+  const u32 tx = threadIdx.x % TF_EW_TILE, ty = threadIdx.x / TF_EW_TILE;
+  const u32 col = c0 + tx;
+  if (col >= cols) return;
+  const i64 ca = (i64)col * la.stride[2], cb = (i64)col * lb.stride[2];
+  const i64 cc = (i64)col * lc.stride[2];
+  const i64 bo = lo.offset + bt * lo.stride[0] + (i64)col * lo.stride[2];
+  for (u32 j = ty; j < TF_EW_TILE && r0 + j < rows; j += TF_EW_TILE_ROWS) {
+    const i64 r = r0 + j;
+    const u32 s = j * (TF_EW_TILE + 1) + tx;
+    A va = ta ? sa[s] : a[ba + r * la.stride[1] + ca];
+    B vb = B();
+    C vc = C();
+    if constexpr (S::arity >= 2) vb = tb ? sb[s] : b[bb + r * lb.stride[1] + cb];
+    if constexpr (S::arity >= 3) vc = tc ? sc[s] : c[bc + r * lc.stride[1] + cc];
+    out[bo + r * lo.stride[1]] = invoke<Op>(va, vb, vc, e);
+  }
+}
+
+}  // namespace tf

@@ -1,0 +1,241 @@
+"""An emulated device for the CPU tier of the elementwise tests (defines no tests).
+
+``emulated_session(monkeypatch)`` builds a real ``CudaExecSession`` whose runtime, pool
+and launches are fakes: memory is host bytearrays at fake device addresses, ``_fn``
+returns the name expression, and each launch is decoded **parameter by parameter at the
+sizes of the kernel's C++ signature** (ptx/elementwise.cu, ptx/cast.cu) and executed with
+the numpy reference. So the host logic (fast paths, plans, layouts, flags, alignment
+claims, grids, shared memory, chunking, error words) runs for real without a GPU, and
+every access is bounds-checked against its allocation.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import re
+import struct
+import threading
+
+import numpy as np
+from test_elementwise_ref import REF, cast_ref
+
+from tenferro_cuda import _driver
+from tenferro_cuda.dtypes import ALL_DTYPES, DType
+from tenferro_cuda.memory import DeviceBuffer
+from tenferro_cuda.ops import elementwise_methods
+from tenferro_cuda.ops.elementwise_engine import operand_dtypes
+from tenferro_cuda.ops.elementwise_layout import tile_bytes
+from tenferro_cuda.runtime import AllocationDomainId, CudaRuntimeIdentity
+from tenferro_cuda.session import CudaExecSession, Scope
+from tenferro_cuda.shapes.elementwise import CAST_KINDS, KINDS
+from tenferro_cuda.tensor import Tensor
+
+LAYOUT = struct.Struct("<8q8qqii")
+SIGS = {"contig": "PPPPIiPi", "strided": "PLPLPLPLIiPi"}
+SIZES = {"P": 8, "I": 4, "i": 4, "L": LAYOUT.size}
+FUNCTORS = {k.functor: k for k in (*KINDS.values(), *CAST_KINDS.values())}
+CTYPES = {d.ctype: d for d in ALL_DTYPES}
+EXPR = re.compile(r"tf::(\w+)_(contig|strided)<(.+), ([^,]+)>$")
+
+
+class Memory:
+    def __init__(self) -> None:
+        self.blocks: dict[int, bytearray] = {}
+        self.next = 1 << 32
+
+    def alloc(self, nbytes: int) -> int:
+        ptr = self.next
+        self.blocks[ptr] = bytearray(max(nbytes, 1))
+        self.next += (nbytes + 4095) // 4096 * 4096 + 4096
+        return ptr
+
+    def array(self, ptr: int, dtype: DType) -> tuple[np.ndarray, int]:
+        """(the allocation holding ``ptr`` as elements, element index of ``ptr``)."""
+        for base, data in self.blocks.items():
+            if base <= ptr < base + len(data):
+                off = ptr - base
+                assert off % dtype.itemsize == 0, "misaligned element pointer"
+                return np.frombuffer(data, dtype.numpy)[: len(data) // dtype.itemsize], \
+                    off // dtype.itemsize
+        raise AssertionError(f"pointer {ptr:#x} is in no allocation")
+
+
+class Pool:
+    def __init__(self, mem: Memory, domain: int) -> None:
+        self.mem, self.domain, self.allocs = mem, domain, 0
+
+    def alloc(self, nbytes, stream, op=""):
+        self.allocs += 1
+        ptr = self.mem.alloc(nbytes) if nbytes else 0
+        return DeviceBuffer(ptr, nbytes, None, stream, self.domain, 0)
+
+
+class Info:
+    multiprocessor_count = 132
+
+
+class Runtime:
+    def __init__(self, mem: Memory) -> None:
+        self.domain = AllocationDomainId(4242)
+        self.identity = CudaRuntimeIdentity(0, "emulated", 4242, 0)
+        self.pool = Pool(mem, self.domain.value)
+        self.info = Info()
+        self.closed = False
+        self.context = self.context_id = 1
+        self.ordinal = 0
+        self.compiled: list[tuple[str, str]] = []
+
+    def function(self, family, expression, extra_options=()):
+        self.compiled.append((family, expression))
+        return (family, expression)
+
+
+class State:
+    def __init__(self, rt: Runtime) -> None:
+        self.stream = object()
+        self.err_word = rt.pool.alloc(8, self.stream)
+        self.prepared: dict = {}
+
+
+class Device:
+    """Decodes and runs launches; ``launches`` records (entry, grid, block, smem, args)."""
+
+    def __init__(self, mem: Memory, state: State) -> None:
+        self.mem, self.state = mem, state
+        self.launches: list[tuple] = []
+
+    def err_code(self) -> int:
+        arr, i = self.mem.array(self.state.err_word.ptr, DType.INT32)
+        return int(arr[i])
+
+    def launch(self, fn, grid, block, smem, stream, params, op=""):
+        assert stream is self.state.stream
+        family, expr = fn
+        entry, path, functor, ctype = EXPR.match(expr).groups()
+        kind, primary = FUNCTORS[functor], CTYPES[ctype]
+        codes = SIGS[path]
+        ptrs = (ctypes.c_void_p * len(codes)).from_address(params)
+        args = []
+        for code, p in zip(codes, ptrs):
+            raw = ctypes.string_at(p, SIZES[code])
+            if code == "L":
+                vals = LAYOUT.unpack(raw)
+                ndim = vals[17]  # shape[8], stride[8], offset, ndim, pad
+                args.append((vals[:ndim], vals[8: 8 + ndim], vals[16], ndim))
+            else:
+                args.append(struct.unpack({"P": "<Q", "I": "<I", "i": "<i"}[code], raw)[0])
+        self.launches.append((path, tuple(grid), tuple(block), smem, args))
+        assert all(g >= 1 for g in grid) and block == (256, 1, 1)
+        reason = kind.error_reason(primary)
+        err, code = args[-2], args[-1]
+        assert (err != 0) == bool(reason) and (err == 0 or err == self.state.err_word.ptr)
+        if path == "contig":
+            self._contig(kind, primary, grid, smem, args)
+        else:
+            self._strided(kind, primary, grid, smem, args)
+
+    def _run(self, kind, primary, values):
+        if kind.family == "cast":
+            return cast_ref(values[0], kind.to.numpy), False
+        return REF[kind.key](*values)
+
+    def _raise(self, err, code):
+        arr, i = self.mem.array(err, DType.INT32)
+        if arr[i] == 0:
+            arr[i] = code
+
+    def _contig(self, kind, primary, grid, smem, args):
+        out, a, b, c, n, flags, err, code = args
+        assert grid[1] == grid[2] == 1 and smem == 0 and 0 < n < 1 << 31 and grid[0] <= 132 * 16
+        dts = operand_dtypes(kind, primary)
+        outd = kind.out_dtype(primary)
+        vals = []
+        for k, (p, d) in enumerate(zip((a, b, c), dts)):
+            arr, i = self.mem.array(p, d)
+            if flags & (1 << k):
+                vals.append(np.repeat(arr[i: i + 1].copy(), n))
+            else:
+                assert i + n <= len(arr), "contiguous read past the allocation"
+                vals.append(arr[i: i + n].copy())
+                assert not flags & 8 or p % 16 == 0, "vector path with a misaligned input"
+        oarr, oi = self.mem.array(out, outd)
+        assert oi + n <= len(oarr) and (not flags & 8 or out % 16 == 0)
+        res, failed = self._run(kind, primary, vals)
+        oarr[oi: oi + n] = res
+        if failed:
+            self._raise(err, code)
+
+    def _strided(self, kind, primary, grid, smem, args):
+        lays = [args[1], args[3], args[5], args[7]]
+        ptrs = [args[0], args[2], args[4], args[6]]
+        n, mode, err, code = args[8:]
+        shape = lays[0][0]
+        if mode & 1:
+            assert len(shape) == 3 and grid == (-(-shape[2] // 32), -(-shape[1] // 32), shape[0])
+            staged = [k for k in range(3) if mode & (2 << k)]
+            dts = operand_dtypes(kind, primary)
+            assert staged and smem == sum(tile_bytes(dts[k].itemsize) for k in staged)
+            for k in staged:
+                st = lays[k + 1][1]
+                assert 0 < abs(st[1]) < abs(st[2]), "staged input is not column-major"
+        else:
+            assert grid[1] == grid[2] == 1 and smem == 0 and n == int(np.prod(shape))
+        dts = (kind.out_dtype(primary), *operand_dtypes(kind, primary))
+        offs = []
+        for lshape, lstrides, loff, ndim in lays[: 1 + kind.arity]:
+            assert lshape == shape and ndim == len(shape)
+            idx = np.full(shape, loff, np.int64)
+            for d, st in enumerate(lstrides):
+                idx = idx + (np.arange(shape[d]) * st).reshape([-1 if e == d else 1
+                                                                for e in range(len(shape))])
+            offs.append(idx.reshape(-1))
+        arrays = [self.mem.array(p, d)[0] for p, d in zip(ptrs, dts)]
+        for k, (arr, off) in enumerate(zip(arrays, offs)):
+            assert off.size == 0 or (off.min() >= 0 and off.max() < len(arr)), f"slot {k} OOB"
+        assert len(np.unique(offs[0])) == offs[0].size, "output element written twice"
+        res, failed = self._run(kind, primary, [arr[o] for arr, o in zip(arrays[1:], offs[1:])])
+        arrays[0][offs[0]] = res
+        if failed:
+            self._raise(err, code)
+
+
+def emulated_session(monkeypatch):
+    """(session, device, runtime) with the fakes installed for this test."""
+    mem = Memory()
+    rt = Runtime(mem)
+    state = State(rt)
+    dev = Device(mem, state)
+    monkeypatch.setattr("tenferro_cuda._context.ensure_current", lambda ctx, cid: None)
+    monkeypatch.setattr(_driver, "launch", dev.launch)
+
+    def launch3(fn, gx, bx, stream, params, op=""):
+        dev.launch(fn, (gx, 1, 1), (bx, 1, 1), 0, stream, params, op)
+    monkeypatch.setattr(_driver, "launch3", launch3)
+    monkeypatch.setattr(elementwise_methods, "_launch3", launch3)
+    s = object.__new__(CudaExecSession)
+    s._rt, s._state, s._thread, s._scope = rt, state, threading.get_ident(), Scope()
+    return s, dev, rt
+
+
+def put(session, array: np.ndarray) -> Tensor:
+    """A device tensor (in emulated memory) holding ``array``."""
+    array = np.array(array, order="C")  # (ascontiguousarray would make rank 0 rank 1)
+    dtype = DType.of(array.dtype)
+    buf = session._rt.pool.alloc(array.nbytes, session._state.stream)
+    t = Tensor._make(dtype, tuple(array.shape), buffer=buf)
+    if array.nbytes:
+        arr, i = session._rt.pool.mem.array(buf.ptr, dtype)
+        arr[i: i + array.size] = array.reshape(-1)
+    return t
+
+
+def get(session, t) -> np.ndarray:
+    """The elements of a device tensor or view (emulated memory) as numpy."""
+    if t.size == 0:
+        return np.empty(t.shape, t.dtype.numpy)
+    arr, i = session._rt.pool.mem.array(t.base.buffer.ptr, t.dtype)
+    idx = np.full(t.shape, t.offset, np.int64)
+    for d, st in enumerate(t.strides):
+        idx = idx + (np.arange(t.shape[d]) * st).reshape([-1 if e == d else 1
+                                                          for e in range(t.ndim)])
+    return arr[idx].copy()
