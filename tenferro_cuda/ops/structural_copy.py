@@ -19,37 +19,57 @@ assume the caller has entered the op (``_begin``) and checked residency:
 from __future__ import annotations
 
 from .. import _driver
-from ..shapes import structural as sshapes
-from ..tensor import Tensor, TensorView, _Strided
-from .structural_plan import Operand, alignment, plan_copy
+from ..shapes import check_permutation
+from ..shapes.structural import int_tuple
+from ..tensor import Tensor, _Strided
+from .structural_plan import Operand, alignment, cached_plan
 from .transfer import TransferOps
 
 THREADS = (256, 1, 1)
+
+
+def _compact(shape, strides) -> bool:
+    expect = 1
+    for n, st in zip(reversed(shape), reversed(strides)):
+        if n != 1 and st != expect:
+            return False
+        expect *= n
+    return True
 
 
 class PermuteCopyOps(TransferOps):
     """Internal permutation copies shared by the structural ops and other families."""
 
     def _operand(self, t: _Strided) -> Operand:
-        base = t.base
-        return Operand(t.strides, t.offset, base.size, alignment(base.buffer.ptr))
+        return Operand(t.strides, t.offset, t.base.size, alignment(t.base.buffer.ptr))
 
     def _perm_copy(self, src: _Strided, dst: _Strided, op: str) -> None:
         """Enqueue ``dst[...] = src[...]`` (validated by the caller; see module docs)."""
-        if src.size == 0:
+        self._copy_layout(src.shape, src.base, src.strides, src.offset, dst.base,
+                          dst.strides, dst.offset, op)
+
+    def _copy_layout(self, shape, sbase: Tensor, ss, so: int, dbase: Tensor, ds, do: int,
+                     op: str) -> None:
+        """``_perm_copy`` on raw layouts (shape, strides and offsets over two bases)."""
+        n = 1
+        for e in shape:
+            n *= e
+        if n == 0:
             return
-        if src.is_contiguous and dst.is_contiguous:
-            _driver.memcpy_dtod_async(dst.data_ptr(), src.data_ptr(), src.nbytes,
+        item = sbase.dtype.itemsize
+        sbuf, dbuf = sbase.buffer, dbase.buffer
+        if _compact(shape, ss) and _compact(shape, ds):
+            _driver.memcpy_dtod_async(dbuf.ptr + do * item, sbuf.ptr + so * item, n * item,
                                       self._state.stream, op)
             return
-        plan = plan_copy(src.shape, self._operand(src), self._operand(dst), src.itemsize)
-        if plan is None:
-            self._copy_into(src, dst, op)
+        plan = cached_plan((tuple(shape), tuple(ss), so, sbase.size, alignment(sbuf.ptr),
+                            tuple(ds), do, dbase.size, alignment(dbuf.ptr), item))
+        if plan is None:  # more tiles than a grid holds: the generic element-wise copy
+            self._copy_into(sbase.view(shape, ss, so), dbase.view(shape, ds, do), op)
             return
-        fn = self._fn("permute", plan.expression)
         pack = self._pack(("permute", plan.codes), plan.codes)
-        params = pack.pack(dst.base.buffer.ptr, src.base.buffer.ptr, plan.params)
-        self._launch(fn, plan.grid, THREADS, params, op)
+        self._launch(self._fn("permute", plan.expression), plan.grid, THREADS,
+                     pack.pack(dbuf.ptr, sbuf.ptr, plan.params), op)
 
     def _materialize(self, view: _Strided, op: str) -> Tensor:
         out = self._alloc(view.dtype, view.shape, op)
@@ -58,9 +78,17 @@ class PermuteCopyOps(TransferOps):
 
     def _permute_into(self, src: _Strided, perm, op: str) -> Tensor:
         """A compact tensor holding ``src`` permuted (output axis i = src axis perm[i])."""
-        p, _ = sshapes.transpose(src.shape, perm, op)
-        shape, strides = sshapes.permuted(src.shape, src.strides, p)
-        out = self._alloc(src.dtype, shape, op)
-        if out.size:
-            self._perm_copy(TensorView(src.base, shape, strides, src.offset), out, op)
+        shape, strides = src.shape, src.strides
+        try:
+            p = tuple(perm)
+            ok = sorted(p) == list(range(len(shape))) and all(type(a) is int for a in p)
+        except TypeError:
+            ok = False
+        if not ok:  # the precise error
+            p = check_permutation(int_tuple(perm, op, "perm"), len(shape), op)
+        out_shape = tuple(shape[a] for a in p)
+        out = self._alloc(src.dtype, out_shape, op)
+        self._copy_layout(out_shape, src.base, tuple(strides[a] for a in p), src.offset,
+                          out, out.strides, 0, op)
         return out
+

@@ -110,13 +110,22 @@ def index_type(src: Operand, dst: Operand) -> str:
 def plan_copy(shape: Sequence[int], src: Operand, dst: Operand, itemsize: int):
     """The launch for ``dst = src`` over ``shape`` (``math.prod(shape) > 0``), or None when
     the tile count exceeds the 1-D grid (then the caller uses the generic strided copy)."""
-    key = (tuple(shape), src, dst, itemsize)
-    plan = _CACHE.get(key)
-    if plan is None:
-        plan = _plan(shape, src, dst, itemsize)
-        if len(_CACHE) >= 512:
-            _CACHE.clear()
-        _CACHE[key] = plan
+    return cached_plan((tuple(shape), src.strides, src.offset, src.base_size, src.align,
+                        dst.strides, dst.offset, dst.base_size, dst.align, itemsize))
+
+
+def cached_plan(key: tuple):
+    """``plan_copy`` keyed by the flat tuple (shape, src strides, src offset, src base
+    size, src align, dst strides, dst offset, dst base size, dst align, itemsize)."""
+    try:
+        return _CACHE[key]
+    except KeyError:
+        pass
+    shape, ss, so, sb, sa, ds, do, db, da, itemsize = key
+    plan = _plan(shape, Operand(ss, so, sb, sa), Operand(ds, do, db, da), itemsize)
+    if len(_CACHE) >= 512:
+        _CACHE.clear()
+    _CACHE[key] = plan
     return plan
 
 

@@ -33,7 +33,7 @@ from ..errors import ValidationError
 from . import check_permutation, check_rank
 
 
-def _ints(values, op: str, what: str) -> tuple[int, ...]:
+def int_tuple(values, op: str, what: str) -> tuple[int, ...]:
     try:
         return tuple(operator.index(v) for v in values)
     except TypeError:
@@ -54,7 +54,7 @@ def _axis(value, limit: int, op: str, what: str) -> int:
 
 def out_shape(shape, op: str) -> tuple[int, ...]:
     """A requested output shape: ints >= 0, rank <= 8."""
-    dims = _ints(shape, op, "shape")
+    dims = int_tuple(shape, op, "shape")
     if any(s < 0 for s in dims):
         raise ValidationError(f"shape entries must be >= 0 (got {dims})", op=op)
     check_rank(dims, op)
@@ -64,7 +64,7 @@ def out_shape(shape, op: str) -> tuple[int, ...]:
 # --- transpose -------------------------------------------------------------------------
 def transpose(shape: Sequence[int], perm, op: str) -> tuple[tuple[int, ...], tuple[int, ...]]:
     """(perm, output shape); ``perm`` must list every axis exactly once."""
-    p = check_permutation(_ints(perm, op, "perm"), len(shape), op)
+    p = check_permutation(int_tuple(perm, op, "perm"), len(shape), op)
     return p, tuple(shape[a] for a in p)
 
 
@@ -101,7 +101,7 @@ def shares_storage(shape: Sequence[int], strides: Sequence[int], offset: int,
 def broadcast_in_dim(shape: Sequence[int], new_shape, dims, op: str):
     """(output shape, dims) under the StableHLO rules (module docstring)."""
     out = out_shape(new_shape, op)
-    d = _ints(dims, op, "dims")
+    d = int_tuple(dims, op, "dims")
     if len(d) != len(shape):
         raise ValidationError(f"dims {d} must have one entry per operand axis "
                               f"({len(shape)})", op=op, kind="rank_mismatch")
