@@ -3,8 +3,10 @@
 The DLManagedTensor and its shape/strides arrays of every exported capsule live in
 ``_exports`` until the consumer calls the deleter, or until the capsule dies unconsumed
 (its destructor calls the deleter then). The deleter acts once: it makes the tensor's
-stream wait for the consumer's stream (so that our pool does not reuse the memory under
-the consumer's kernels), drops the reference to the tensor, and never raises.
+stream wait for the consumer's stream when that is a default stream (1 or 2; any other
+stream may be destroyed by then, and the consumer must have finished with the memory, as
+PyTorch and CuPy require for memory they import), drops the reference to the tensor, and
+never raises.
 """
 
 from __future__ import annotations
@@ -73,7 +75,12 @@ def _release_export(address: int) -> None:
     if record is None or sys.is_finalizing():
         return
     buf, home = record.tensor.base.buffer, record.home
-    if record.consumer is not None and not buf.freed and not (home and home.closed):
+    # Only the default streams (1, 2) are certain to exist when the deleter runs: a
+    # consumer's own stream may already be destroyed, and recording on it would crash the
+    # driver. For other streams the consumer must have finished with the memory (the rule
+    # PyTorch and CuPy follow for imported memory too).
+    consumer_alive = record.consumer is not None and int(record.consumer) in (1, 2)
+    if consumer_alive and not buf.freed and not (home and home.closed):
         from ._foreign import order_after
 
         context = home.context if home is not None else None
