@@ -8,7 +8,9 @@ copy back of a staged output.
   ``precision="tf32"`` (CUBLAS_COMPUTE_32F_FAST_TF32), float64/complex128 in
   CUBLAS_COMPUTE_64F, complex64 in CUBLAS_COMPUTE_32F.
 - Staging (a permutation the strides do not allow) copies ``view.permute(perm)`` into a
-  compact temporary with ``_copy_into``; a staged output is read into its temporary first
+  compact temporary with ``_dot_copy`` (the structural family's ``_perm_copy``: row copies
+  with 16-byte vectors or a tiled transpose; ``_copy_into``, the element-wise strided copy,
+  when that family is absent); a staged output is read into its temporary first
   when ``beta != 0`` and copied back after the product, so bytes outside ``out`` are never
   written. Temporaries may be kept by a cache slot and reused (same stream, in order).
 - ``k == 0`` gives ``beta * out``: a fill with 0 when beta is 0 (out is not read), a
@@ -87,6 +89,14 @@ class DotExecOps(OpsBase):
             entry = self._state.prepared[_SCALARS_KEY] = (buf, ctypes.addressof(buf))
         return entry
 
+    def _dot_copy(self, src, dst, op: str) -> None:
+        """``dst[...] = src[...]`` for staging (equal shapes, no overlap)."""
+        perm_copy = getattr(self, "_perm_copy", None)
+        if perm_copy is not None:
+            perm_copy(src, dst, op)
+        else:
+            self._copy_into(src, dst, op)
+
     def _dot_temp(self, shape, dtype: DType, temps, i: int, op: str):
         if temps is not None:
             t = temps[i]
@@ -98,7 +108,7 @@ class DotExecOps(OpsBase):
     def _dot_stage(self, view, perm, temps, i: int, op: str):
         src = view.permute(perm)
         tmp = self._dot_temp(src.shape, view.dtype, temps, i, op)
-        self._copy_into(src, tmp, op)
+        self._dot_copy(src, tmp, op)
         return tmp
 
     def _dot_kzero(self, out, beta, op: str) -> None:
@@ -125,7 +135,7 @@ class DotExecOps(OpsBase):
         else:
             self._dot_blas(plan, a, b, target, dtype, alpha, beta, precision, op)
         if back is not None:
-            self._copy_into(target, back, op)
+            self._dot_copy(target, back, op)
 
     def _dot_operands(self, plan: GemmPlan, lhs, rhs, out, dtype: DType, beta, op: str,
                       temps=None):
@@ -138,7 +148,7 @@ class DotExecOps(OpsBase):
         back = out.permute(plan.out_perm)
         target = self._dot_temp(back.shape, dtype, temps, 2, op)
         if beta != 0:
-            self._copy_into(back, target, op)
+            self._dot_copy(back, target, op)
         return a, b, target, back
 
     def _dot_prepared(self, plan: GemmPlan, dtype: DType, precision: str, op: str):

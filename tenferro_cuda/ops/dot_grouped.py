@@ -176,7 +176,7 @@ class GroupedGemmOps(DotExecOps):
         if groups:
             self._grouped_call(h, groups, cuda_type, compute, GROUPED_DTYPES[dtype], op)
         for target, back in backs:
-            self._copy_into(target, back, op)
+            self._dot_copy(target, back, op)
 
     def _grouped_call(self, h, groups: dict, cuda_type: int, compute: int, scale, op: str):
         keys = list(groups)
