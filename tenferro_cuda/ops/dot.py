@@ -90,8 +90,18 @@ class DotOps(GroupedGemmOps, DotExecOps):
         return out
 
     def dot_general_read_into(self, lhs, rhs, config: DotGeneralConfig, out) -> None:
-        """Overwrite ``out`` (a Tensor or view of the result's shape and dtype) with
-        ``dot_general(lhs, rhs, config)``; ``out`` must not overlap an input."""
+        """Overwrite ``out`` with ``dot_general(lhs, rhs, config)``.
+
+        Parameters
+        ----------
+        lhs, rhs : Tensor or TensorView
+            Device operands of one dtype.
+        config : DotGeneralConfig
+            Dimension numbers and precision.
+        out : Tensor or TensorView
+            The result's shape and dtype, not overlapping an input; its old values are
+            not read (NaN included) and nothing outside it is written.
+        """
         self._dot_accum("dot_general_read_into", lhs, rhs, config, OVERWRITE, out)
 
     def dot_general_read_into_accum(self, lhs, rhs, config: DotGeneralConfig,
@@ -167,8 +177,13 @@ class DotOps(GroupedGemmOps, DotExecOps):
                       slot.temps)
 
     def dot_general_cache_clear(self, cache_slot: int | None = None) -> None:
-        """Forget one cache slot (or all of this thread's slots) and free their
-        temporaries (stream-ordered)."""
+        """Forget cache slots and free their staging temporaries (stream-ordered).
+
+        Parameters
+        ----------
+        cache_slot : int or None
+            The slot to forget; None forgets every slot of this thread's session stream.
+        """
         op = "dot_general_cache_clear"
         state = self._begin(op)
         slots = state.prepared.get(_SLOTS_KEY)
