@@ -12,9 +12,10 @@
 //   transposes the block in registers and writes V vectors of k into shared memory; after
 //   the barrier each thread reads vectors along k and stores them. Every global access is
 //   one V-element vector and coalesced; shared memory is addressed in whole vectors with
-//   an XOR swizzle (column ^ (row / V)) instead of padding, which keeps every quarter-warp
-//   (16-byte vectors), half-warp (8-byte) on distinct banks. Edge tiles and unaligned
-//   layouts take the element-wise path through the same shared tile.
+//   an XOR swizzle (column ^ (row / V)) instead of padding, which puts the lanes of every
+//   shared-memory wavefront (a quarter-warp for 16-byte vectors, a half-warp for 8-byte
+//   ones) on distinct banks. Edge tiles and unaligned layouts take the element-wise path
+//   through the same shared tile.
 //
 // Instantiated per element size S (tf::u8 .. tf::b128); I = tf::u32 / tf::u64.
 #include "tenferro/permute.cuh"
@@ -145,8 +146,8 @@ __device__ __forceinline__ void tile_edge(S* __restrict__ dst, const S* __restri
                                           typename lanes<S, V>::W (*sm)[T / V], I sb, I db,
                                           const TilePlan<I>& p, int nj, int nk) {
   // Element-wise, bounds-checked. A thread keeps one tile column fixed and walks the other
-  // axis in steps of R, so its E loads are independent and issued together. Loads: lanes
-  // along j (the source-contiguous axis); stores: lanes along k.
+  // axis in steps of R; its loads go out in independent batches of B. Loads: lanes along j
+  // (the source-fastest axis); stores: lanes along k (the destination-fastest axis).
   const int R = TF_PERM_THREADS / T;
   const int E = T * T / TF_PERM_THREADS;
   const int B = E < 8 ? E : 8;  // loads in flight per thread (bounds the registers)
@@ -161,7 +162,8 @@ __device__ __forceinline__ void tile_edge(S* __restrict__ dst, const S* __restri
         if (jl < nj && kl + (h + i) * R < nk) v[i] = src[(I)(off + (I)(h + i) * step)];
 #pragma unroll
       for (int i = 0; i < B; ++i)
-        if (jl < nj && kl + (h + i) * R < nk) tile_elem<S, V, T>(sm, jl, kl + (h + i) * R) = v[i];
+        if (jl < nj && kl + (h + i) * R < nk)
+          tile_elem<S, V, T>(sm, jl, kl + (h + i) * R) = v[i];
     }
   }
   __syncthreads();

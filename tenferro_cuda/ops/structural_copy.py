@@ -65,7 +65,8 @@ class PermuteCopyOps(TransferOps):
         plan = cached_plan((tuple(shape), tuple(ss), so, sbase.size, alignment(sbuf.ptr),
                             tuple(ds), do, dbase.size, alignment(dbuf.ptr), item))
         if plan is None:  # more tiles than a grid holds: the generic element-wise copy
-            self._copy_into(sbase.view(shape, ss, so), dbase.view(shape, ds, do), op)
+            TransferOps._copy_into(self, sbase.view(shape, ss, so), dbase.view(shape, ds, do),
+                                   op)
             return
         pack = self._pack(("permute", plan.codes), plan.codes)
         self._launch(self._fn("permute", plan.expression), plan.grid, THREADS,
