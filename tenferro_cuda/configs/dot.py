@@ -13,6 +13,7 @@ from __future__ import annotations
 import numbers
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -181,9 +182,9 @@ class GemmJob:
     gives the dimension numbers (default: a plain ``(m, k) x (k, n)`` matrix product).
     """
 
-    lhs: object
-    rhs: object
-    out: object
+    lhs: Any
+    rhs: Any
+    out: Any
     config: DotGeneralConfig = field(
         default_factory=lambda: DotGeneralConfig((1,), (0,)))
     accumulation: DotGeneralAccumulation = OVERWRITE

@@ -161,7 +161,7 @@ class DotOps(GroupedGemmOps, DotExecOps):
             if slot.kind == 2:
                 alpha, beta = complex(accumulation.alpha), complex(accumulation.beta)
             elif slot.kind == 1 and accumulation._kind < 2:
-                alpha, beta = float(accumulation.alpha), float(accumulation.beta)
+                alpha, beta = float(accumulation.alpha.real), float(accumulation.beta.real)
             else:
                 alpha, beta = shapes_dot.scalars(accumulation, lhs.dtype, op)
             if slot.call is not None:

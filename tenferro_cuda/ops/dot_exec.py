@@ -21,12 +21,13 @@ from __future__ import annotations
 
 import ctypes
 import struct
+from typing import Any
 
 from .. import _cublas
 from ..dtypes import DType
 from ..errors import BackendSourceError
-from ._base import OpsBase
 from .dot_plan import GemmPlan
+from .transfer import TransferOps
 
 __all__ = ["DotExecOps", "BLAS_TYPES", "INT_CODES", "INTEGER", "COMPLEX"]
 
@@ -41,7 +42,7 @@ INT_CODES = {False: "PPP" + "q" * 13 + "II" + "i", True: "PPP" + "q" * 13 + "QQ"
 
 # dtype -> (cudaDataType, compute type, compute type with tf32, alpha|beta host layout,
 #           is complex, itemsize)
-BLAS_TYPES = {
+BLAS_TYPES: dict[DType, tuple[Any, ...]] = {
     DType.FLOAT16: (_cublas.R_16F, _cublas.COMPUTE_32F, None, struct.Struct("<f12xf"),
                     False, 2),
     DType.BFLOAT16: (_cublas.R_16BF, _cublas.COMPUTE_32F, None, struct.Struct("<f12xf"),
@@ -64,7 +65,7 @@ def _ptr(t, item: int) -> int:
     return t.base.buffer.ptr + t.offset * item
 
 
-class DotExecOps(OpsBase):
+class DotExecOps(TransferOps):
     """Plan execution shared by the dot methods and grouped GEMM."""
 
     def _dot_handle(self, op: str) -> _cublas.Handle:

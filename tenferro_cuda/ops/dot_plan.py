@@ -26,6 +26,7 @@ conjugation flags, ``plan_dot`` decides how the product runs as one strided-batc
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 __all__ = ["GemmPlan", "plan_dot", "plan_cached", "OP_N", "OP_T", "OP_C", "INT32_MAX"]
 
@@ -46,12 +47,14 @@ class GemmPlan:
     def __init__(self, out_shape: tuple[int, ...]) -> None:
         self.out_shape = out_shape
         self.empty = self.kzero = self.swap = self.use64 = False
-        self.lhs_perm = self.rhs_perm = self.out_perm = None
+        self.lhs_perm: tuple[int, ...] | None = None
+        self.rhs_perm: tuple[int, ...] | None = None
+        self.out_perm: tuple[int, ...] | None = None
         self.batch = self.m = self.n = self.k = 0
         self.transa = self.transb = OP_N
         self.lda = self.ldb = self.ldc = 1
         self.stride_a = self.stride_b = self.stride_c = 0
-        self.int_strides = (0,) * 9
+        self.int_strides: tuple[int, ...] = (0,) * 9
         self.copy_bytes = 0  # elements copied (inputs) or staged (output), for tests/tuning
 
     def describe(self) -> dict:
@@ -117,7 +120,7 @@ class _Problem:
         lfree = [a for a in range(len(lshape)) if a not in used_l]
         rfree = [a for a in range(len(rshape)) if a not in used_r]
         nb, nm = len(lb), len(lfree)
-        raw = {
+        raw: dict[str, list[tuple[int, tuple[Any, Any, Any]]]] = {
             "B": [(lshape[a], (a, b, i)) for i, (a, b) in enumerate(zip(lb, rb))],
             "M": [(lshape[a], (a, None, nb + j)) for j, a in enumerate(lfree)],
             "N": [(rshape[a], (None, a, nb + nm + j)) for j, a in enumerate(rfree)],
@@ -211,7 +214,8 @@ def plan_cached(shapes: tuple, strides: tuple, config, lhs_conj: bool, rhs_conj:
 
 def _plan_int(p: _Problem, plan: GemmPlan) -> None:
     plan.m, plan.n = p.ext["M"], p.ext["N"]
-    st = {o: {g: p.merged[g].get(o) for g in "BMNK"} for o in (_L, _R, _O)}
+    st: dict[int, dict[str, Any]] = {o: {g: p.merged[g].get(o) for g in "BMNK"}
+                                     for o in (_L, _R, _O)}
     if _L in p.bad:
         plan.lhs_perm = p.perm(_L, "BMK")
         st[_L].update(p.compact("BMK"))

@@ -10,6 +10,7 @@ allocated or launched.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import cast
 
 from ..configs.dot import DotGeneralAccumulation, DotGeneralConfig
 from ..dtypes import DType
@@ -121,13 +122,13 @@ def scalars(acc: DotGeneralAccumulation, dtype: DType, op: str) -> tuple:
             bad = acc.alpha if not isinstance(acc.alpha, int) else acc.beta
             raise ValidationError(f"alpha and beta must be integers for {dtype.value} "
                                   f"operands (got {bad!r})", op=op)
-        return (_fits(int(acc.alpha), dtype, "alpha", op),
-                _fits(int(acc.beta), dtype, "beta", op))
+        return (_fits(int(cast(int, acc.alpha)), dtype, "alpha", op),
+                _fits(int(cast(int, acc.beta)), dtype, "beta", op))
     if kind == 2:
         bad = acc.alpha if isinstance(acc.alpha, complex) else acc.beta
         raise ValidationError(f"alpha and beta must be real for {dtype.value} operands "
                               f"(got {bad!r})", op=op)
-    return float(acc.alpha), float(acc.beta)
+    return float(cast(float, acc.alpha)), float(cast(float, acc.beta))
 
 
 def self_overlapping(shape: Sequence[int], strides: Sequence[int]) -> bool:
