@@ -189,7 +189,7 @@ def _destroy(handle: int) -> None:
 class Handle:
     """A cuBLAS handle bound to one stream with a workspace (kept alive by ``owner``)."""
 
-    __slots__ = ("value", "stream", "owner", "__weakref__")
+    __slots__ = ("value", "stream", "owner", "_finalizer", "__weakref__")
 
     def __init__(self, stream: int, workspace: int, workspace_bytes: int, owner: object,
                  op: str) -> None:
@@ -201,7 +201,8 @@ class Handle:
         self.value = value
         self.stream = stream
         self.owner = owner
-        weakref.finalize(self, _destroy, value).atexit = False
+        self._finalizer = weakref.finalize(self, _destroy, value)
+        self._finalizer.atexit = False
         steps = (("cublasSetStream", lib.set_stream, (value, stream)),
                  ("cublasSetPointerMode", lib.set_pointer_mode, (value, POINTER_MODE_HOST)),
                  ("cublasSetMathMode", lib.set_math_mode, (value, DEFAULT_MATH)),
@@ -212,6 +213,13 @@ class Handle:
                 fn(*args)
             except Exception as exc:  # noqa: BLE001
                 raise error(api, exc, op) from exc
+
+
+    def close(self) -> None:
+        """Destroy the handle now (idempotent); for a runtime closing before its streams
+        and pool go away. The workspace is released with ``owner``."""
+        self._finalizer()
+        self.owner = None
 
 
 def gemm(h: Handle, ta: int, tb: int, m: int, n: int, k: int, alpha: int, a: int,

@@ -218,6 +218,10 @@ def test_handle_setup(fake_lib):
     assert args["set_stream"] == (0x5151, 0xABC)
     assert args["set_math_mode"] == (0x5151, 0) and args["set_pointer_mode"] == (0x5151, 0)
     assert args["set_workspace"] == (0x5151, h.owner.ptr, 32 << 20)
+    h.close()
+    h.close()
+    assert [c for c in fake_lib.calls if c[0] == "destroy"] == [("destroy", (0x5151,))]
+    assert h.owner is None
 
 
 def test_missing_cublas_is_named_before_anything_runs(monkeypatch):
