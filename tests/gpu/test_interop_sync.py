@@ -52,7 +52,7 @@ def _spin_then_copy(s, dst, src) -> None:
 
 # --- producer busy: its stream must be waited on (event), not the host ------------------------
 
-BUSY_N, BUSY_ROUNDS = 8192, 8  # ~1 TFLOP each in fp32: well over 100 ms in all
+BUSY_N, BUSY_ROUNDS = 8192, 48  # ~1.1 TFLOP each in fp32: about a second in all
 
 
 def _busy_torch_result(torch, side, n=BUSY_N):
@@ -69,6 +69,7 @@ def _busy_torch_result(torch, side, n=BUSY_N):
 
 
 def test_import_waits_for_busy_torch_stream(s, torch):
+    s.from_dlpack(torch.zeros(4, device="cuda:0"))  # first-use costs out of the timed part
     side = torch.cuda.Stream()
     y = _busy_torch_result(torch, side)
     with torch.cuda.stream(side):  # the producer's current stream is the one writing y
@@ -79,6 +80,7 @@ def test_import_waits_for_busy_torch_stream(s, torch):
 
 
 def test_import_cai_waits_for_busy_cupy_stream(s, cupy):
+    s.from_cuda_array_interface(cupy.zeros(4, dtype=cupy.float32))  # first-use costs
     a = cupy.random.standard_normal((BUSY_N, BUSY_N), dtype=cupy.float32)
     y = cupy.zeros(1 << 20, dtype=cupy.float32)
     cupy.cuda.Device().synchronize()
@@ -139,6 +141,7 @@ def test_export_cai_names_our_stream(s, cupy):
 def test_torch_producer_kept_alive(s, torch):
     want = np.arange(4096, dtype=np.float32)
     x = torch.from_numpy(want).cuda()
+    gc.collect()  # earlier tests' garbage must not be freed inside the measured window
     torch.cuda.synchronize()
     used = torch.cuda.memory_allocated()
     t = s.from_dlpack(x)
