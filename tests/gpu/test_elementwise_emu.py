@@ -21,11 +21,12 @@ from test_elementwise_ref import REF, cast_ref
 
 from tenferro_cuda import _driver
 from tenferro_cuda.dtypes import ALL_DTYPES, DType
+from tenferro_cuda.errors import ValidationError
 from tenferro_cuda.memory import DeviceBuffer
 from tenferro_cuda.ops import elementwise_methods
 from tenferro_cuda.ops.elementwise_engine import operand_dtypes
 from tenferro_cuda.ops.elementwise_layout import tile_bytes
-from tenferro_cuda.runtime import AllocationDomainId, CudaRuntimeIdentity
+from tenferro_cuda.runtime import AllocationDomainId, CudaRuntimeIdentity, error_message
 from tenferro_cuda.session import CudaExecSession, Scope
 from tenferro_cuda.shapes.elementwise import CAST_KINDS, KINDS
 from tenferro_cuda.tensor import Tensor
@@ -214,6 +215,17 @@ def emulated_session(monkeypatch):
     monkeypatch.setattr(elementwise_methods, "_launch3", launch3)
     s = object.__new__(CudaExecSession)
     s._rt, s._state, s._thread, s._scope = rt, state, threading.get_ident(), Scope()
+
+    def synchronize():  # the real one's contract: raise the deferred error, clear the word
+        s._begin("synchronize")
+        code = dev.err_code()
+        if code:
+            arr, i = mem.array(state.err_word.ptr, DType.INT32)
+            arr[i] = 0
+            raise ValidationError(f"deferred device error: {error_message(code)}",
+                                  op=error_message(code).rsplit(" in ", 1)[-1],
+                                  kind="device_data")
+    s.synchronize = synchronize
     return s, dev, rt
 
 
