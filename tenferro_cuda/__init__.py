@@ -8,6 +8,9 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
+from .configs.dot import DotGeneralAccumulation, DotGeneralConfig, GemmJob, GroupedGemmConfig
+from .configs.elementwise import CompareDir, ElementwiseReadOp
+from .configs.indexing import GatherConfig, PadConfig, ScatterCombiner, ScatterConfig, SliceConfig
 from .dtypes import ALL_DTYPES, DType, as_dtype, lattice_allows
 from .errors import (
     BackendSourceError,
@@ -72,5 +75,7 @@ __all__ = [
     "TenferroError", "ValidationError", "UnsupportedDTypeError",
     "UnsupportedDTypeConversionError", "UnsupportedError", "RuntimeStateError",
     "SessionEntryError", "BackendSourceError", "OutOfMemoryError", "CompileError",
-    "ContextLostError", "CudaDeviceError", *_LAZY,
+    "ContextLostError", "CudaDeviceError", "CompareDir", "ElementwiseReadOp",
+    "DotGeneralConfig", "DotGeneralAccumulation", "GemmJob", "GroupedGemmConfig",
+    "GatherConfig", "ScatterConfig", "ScatterCombiner", "SliceConfig", "PadConfig", *_LAZY,
 ]
