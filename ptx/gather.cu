@@ -55,6 +55,15 @@ __global__ void __launch_bounds__(256, 4) gather_scalar(S* __restrict__ out,
 // Row r of the result (units contiguous units) = the window at
 // operand + a(r) + clamped_start(b(r)); ab/bb map the batch index to the operand offset
 // (batching dimensions) and to the index-vector offset. `group` is a power of two <= 32.
+// The next row's start index is loaded before the current row is copied, so the index
+// load latency overlaps the copy.
+__device__ __forceinline__ i64 row_source(const Layout& ab, const Layout& bb, const void* idx,
+                                          const IndexMap& m, i64 r, i64 rows) {
+  i64 a, b;
+  row_offsets(ab, bb, r, rows, a, b);
+  return a + clamped_start(m, idx, b);
+}
+
 template <class U>
 __global__ void __launch_bounds__(256) gather_rows(U* __restrict__ out,
                                                    const U* __restrict__ operand, Layout ab,
@@ -64,22 +73,24 @@ __global__ void __launch_bounds__(256) gather_rows(U* __restrict__ out,
   const int lane = threadIdx.x & (group - 1);
   const i64 first = ((i64)blockIdx.x * blockDim.x + threadIdx.x) / group;
   const i64 groups = ((i64)gridDim.x * blockDim.x) / group;
+  if (first >= rows) return;
+  i64 src = row_source(ab, bb, idx, m, first, rows);
   for (i64 r = first; r < rows; r += groups) {
-    i64 a, b;
-    row_offsets(ab, bb, r, rows, a, b);
-    const U* src = operand + a + clamped_start(m, idx, b);
+    const i64 next = r + groups < rows ? row_source(ab, bb, idx, m, r + groups, rows) : 0;
+    const U* in = operand + src;
     U* dst = out + r * units;
     for (i64 u = lane; u < units; u += (i64)ROW_UNROLL * group) {
       U v[ROW_UNROLL];
 #pragma unroll
       for (int j = 0; j < ROW_UNROLL; ++j) {
-        if (u + (i64)j * group < units) v[j] = ldg(src + u + (i64)j * group);
+        if (u + (i64)j * group < units) v[j] = ldg(in + u + (i64)j * group);
       }
 #pragma unroll
       for (int j = 0; j < ROW_UNROLL; ++j) {
         if (u + (i64)j * group < units) dst[u + (i64)j * group] = v[j];
       }
     }
+    src = next;
   }
 }
 

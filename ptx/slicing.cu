@@ -4,7 +4,7 @@
 // Instantiated per storage unit U (u8, unsigned short, u32, u64, b128): the host groups
 // contiguous, aligned elements into units of up to 16 bytes.
 //  copy_rows  rows of the coalesced shape: per block a row segment, per row one offset
-//             computation, ROWS_UNROLL independent loads in flight per thread;
+//             computation, rows_unroll<U> independent loads (>= 64 bytes) per thread;
 //  copy_elems short rows: one element per iteration with its own offsets;
 //  pad_rows / pad_elems the same split for pad.
 // The dynamic shift is clamped_start(m, starts, 0): added to the source (dyn_dst == 0,
@@ -14,7 +14,11 @@
 
 namespace tf {
 
-#define ROWS_UNROLL 4
+// Units in flight per thread and row tile: 64 bytes for 4/8/16-byte units (4 x 16, 8 x 8,
+// 16 x 4); 8 for 1/2-byte units (more would spill).
+template <class U> struct rows_unroll {
+  static const int value = sizeof(U) >= 16 ? 4 : (sizeof(U) == 8 ? 8 : (sizeof(U) == 4 ? 16 : 8));
+};
 
 // Per-axis pad map of the output: o -> n = o - lo; an input element iff n >= 0,
 // n % step == 0 and n / step < ext (input index n / step, at n / step * stride). The
@@ -44,28 +48,32 @@ __device__ __forceinline__ bool pad_axis(i64 o, i64 lo, i64 step, i64 ext, i64& 
 }
 
 template <class U>
-__global__ void __launch_bounds__(256) copy_rows(U* dst, Layout dl, const U* __restrict__ src,
-                                                 Layout sl, i64 rows, i64 cols, i64 dinc,
-                                                 i64 sinc, const void* __restrict__ starts,
-                                                 IndexMap m, int dyn_dst) {
+__global__ void __launch_bounds__(256, 3) copy_rows(U* dst, Layout dl,
+                                                    const U* __restrict__ src, Layout sl,
+                                                    i64 rows, i64 cols, i64 dinc, i64 sinc,
+                                                    const void* __restrict__ starts, IndexMap m,
+                                                    int dyn_dst) {
+  constexpr int UN = rows_unroll<U>::value;
   const i64 shift = clamped_start(m, starts, 0);
-  const i64 tile = (i64)blockDim.x * ROWS_UNROLL;
+  const i64 tile = (i64)blockDim.x * UN;
   for (i64 r = blockIdx.y; r < rows; r += gridDim.y) {
     i64 od, os;
     row_offsets(dl, sl, r, rows, od, os);
     if (dyn_dst) od += shift;
     else os += shift;
     for (i64 c0 = (i64)blockIdx.x * tile + threadIdx.x; c0 < cols; c0 += (i64)gridDim.x * tile) {
-      U v[ROWS_UNROLL];
+      const U* in = src + os + c0 * sinc;
+      U* to = dst + od + c0 * dinc;
+      const i64 sstep = (i64)blockDim.x * sinc, dstep = (i64)blockDim.x * dinc;
+      const i64 left = cols - c0;  // > 0
+      U v[UN];
 #pragma unroll
-      for (int j = 0; j < ROWS_UNROLL; ++j) {
-        const i64 c = c0 + (i64)j * blockDim.x;
-        if (c < cols) v[j] = ldg(src + os + c * sinc);
+      for (int j = 0; j < UN; ++j) {
+        if ((i64)j * blockDim.x < left) v[j] = ldg(in + j * sstep);
       }
 #pragma unroll
-      for (int j = 0; j < ROWS_UNROLL; ++j) {
-        const i64 c = c0 + (i64)j * blockDim.x;
-        if (c < cols) dst[od + c * dinc] = v[j];
+      for (int j = 0; j < UN; ++j) {
+        if ((i64)j * blockDim.x < left) to[j * dstep] = v[j];
       }
     }
   }
@@ -116,24 +124,25 @@ __device__ __forceinline__ bool pad_row(const PadMap& p, i64 r, i64 rows, i64& o
 template <class S>
 __global__ void __launch_bounds__(256) pad_rows(S* __restrict__ out, const S* __restrict__ src,
                                                 PadMap p, i64 rows, S value) {
+  constexpr int UN = rows_unroll<S>::value;
   const i64 cols = p.shape[PAD_LAST], lo = p.lo[PAD_LAST], step = p.step[PAD_LAST],
             ext = p.ext[PAD_LAST], inc = p.stride[PAD_LAST];
-  const i64 tile = (i64)blockDim.x * ROWS_UNROLL;
+  const i64 tile = (i64)blockDim.x * UN;
   for (i64 r = blockIdx.y; r < rows; r += gridDim.y) {
     i64 base;
     const bool row_ok = pad_row(p, r, rows, base);
     S* dst = out + r * cols;
     for (i64 c0 = (i64)blockIdx.x * tile + threadIdx.x; c0 < cols; c0 += (i64)gridDim.x * tile) {
-      S v[ROWS_UNROLL];
+      S v[UN];
 #pragma unroll
-      for (int j = 0; j < ROWS_UNROLL; ++j) {
+      for (int j = 0; j < UN; ++j) {
         const i64 c = c0 + (i64)j * blockDim.x;
         i64 q;
         v[j] = value;
         if (row_ok && c < cols && pad_axis(c, lo, step, ext, q)) v[j] = ldg(src + base + q * inc);
       }
 #pragma unroll
-      for (int j = 0; j < ROWS_UNROLL; ++j) {
+      for (int j = 0; j < UN; ++j) {
         const i64 c = c0 + (i64)j * blockDim.x;
         if (c < cols) dst[c] = v[j];
       }

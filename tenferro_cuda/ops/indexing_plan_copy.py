@@ -29,7 +29,6 @@ from .indexing_plan import (
     index_map,
 )
 
-ROWS_UNROLL = 4
 _PAD = struct.Struct(f"<{5 * MAX_RANK}qqii")
 PAD_CODE = f"S{_PAD.size}"
 MAX_GRID_Y = 65535
@@ -54,9 +53,14 @@ class Dynamic:
             st if hi > 0 else 0 for st, hi in zip(self.strides, self.his)))
 
 
-def _rows_grid(rows: int, cols: int, sms: int) -> tuple[int, int, int]:
+def rows_unroll(unit: int) -> int:
+    """Units per thread and row tile in copy_rows / pad_rows (``rows_unroll<U>``)."""
+    return {16: 4, 8: 8, 4: 16}.get(unit, 8)
+
+
+def _rows_grid(rows: int, cols: int, unit: int, sms: int) -> tuple[int, int, int]:
     by = min(rows, MAX_GRID_Y)
-    need = -(-cols // (BLOCK * ROWS_UNROLL))
+    need = -(-cols // (BLOCK * rows_unroll(unit)))
     bx = max(1, min(need, -(-sms * 32 // by)))
     return (bx, by, 1)
 
@@ -88,7 +92,7 @@ def copy_launch(itemsize: int, shape: Sequence[int], dst: tuple[int, Sequence[in
         return Launch("slicing", f"tf::copy_rows<{unit}>", f"PLPLqqqqP{MAP_CODE}i",
                       (dst[0], layout_bytes(outer, dout), src[0], layout_bytes(outer, sout),
                        rows, cols, dinc, sinc, starts, dmap, on_dst),
-                      _rows_grid(rows, cols, sms))
+                      _rows_grid(rows, cols, itemsize * g, sms))
     full = outer + (cols,)
     n = rows * cols
     itype, icode = index_code(n)
@@ -123,7 +127,8 @@ def pad_launch(itemsize: int, out_shape: Sequence[int], out_ptr: int, low: Seque
     rows = math.prod(out_shape[:-1]) if out_shape else 1
     if cols >= ROW_MIN_UNITS:
         return Launch("slicing", f"tf::pad_rows<{unit}>", f"PP{PAD_CODE}q{vcode}",
-                      (out_ptr, src[0], pmap, rows, value), _rows_grid(rows, cols, sms))
+                      (out_ptr, src[0], pmap, rows, value),
+                      _rows_grid(rows, cols, itemsize, sms))
     n = rows * cols
     itype, icode = index_code(n)
     return Launch("slicing", f"tf::pad_elems<{unit}, {itype}>", f"PP{PAD_CODE}{icode}{vcode}",
