@@ -1,0 +1,134 @@
+"""Elementwise figures (issue 3), beside PyTorch and CuPy on the same sizes in the same run:
+
+- host cost of ``add`` on 1,024 float32 elements, per call over 20,000 calls including the
+  final synchronize (target <= 8.0 us; the output is allocated each call), and of
+  ``add_into`` into a preallocated output (target <= 7.0 us);
+- ``add`` of two float32 tensors of 2^28 elements (target >= 4,100 GB/s), ``exp``
+  (>= 4,000 GB/s), ``cast`` float32 -> bfloat16 (>= 3,800 GB/s);
+- ``add`` of a transposed 16384 x 16384 float32 view and a compact tensor (>= 2,000 GB/s:
+  the tiled path).
+
+GB/s = (bytes read + bytes written) / device time (CUDA-event median). Every op, ours and
+the peers', allocates its output as it would in user code.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+import tenferro_cuda as tc
+
+from .common import Row, cupy_ms, gbps, host_us, session_ms, torch_ms
+
+FAMILY = "elementwise"
+SMALL = 1024
+BIG = 1 << 28
+N2 = 16384
+
+
+def _peers():
+    try:
+        import torch
+
+        torch = torch if torch.cuda.is_available() else None
+    except ImportError:
+        torch = None
+    try:
+        import cupy
+    except ImportError:
+        cupy = None
+    return torch, cupy
+
+
+def _release(torch, cupy) -> None:
+    if torch is not None:
+        torch.cuda.empty_cache()
+    if cupy is not None:
+        cupy.get_default_memory_pool().free_all_blocks()
+
+
+def host_costs(s, torch, cupy) -> list[Row]:
+    a = s.upload_host_tensor(np.arange(SMALL, dtype=np.float32))
+    b = s.upload_host_tensor(np.ones(SMALL, np.float32))
+    o = s.upload_host_tensor(np.zeros(SMALL, np.float32))
+    t_add = t_into = c_add = c_into = None
+    if torch is not None:
+        x = torch.arange(SMALL, device="cuda", dtype=torch.float32)
+        y, z = torch.ones_like(x), torch.empty_like(x)
+        t_add = host_us(lambda: x + y, torch.cuda.synchronize)
+        t_into = host_us(lambda: torch.add(x, y, out=z), torch.cuda.synchronize)
+    if cupy is not None:
+        cx = cupy.arange(SMALL, dtype=cupy.float32)
+        cy, cz = cupy.ones_like(cx), cupy.empty_like(cx)
+        sync = cupy.cuda.get_current_stream().synchronize
+        c_add = host_us(lambda: cx + cy, sync)
+        c_into = host_us(lambda: cupy.add(cx, cy, out=cz), sync)
+    return [
+        Row(FAMILY, "add host cost, 1024 float32 (allocating)", "us",
+            host_us(lambda: s.add(a, b), s.synchronize), t_add, c_add, target="<= 8.0 us"),
+        Row(FAMILY, "add_into host cost, 1024 float32", "us",
+            host_us(lambda: s.add_into(a, b, o), s.synchronize), t_into, c_into,
+            target="<= 7.0 us"),
+    ]
+
+
+def _big(s, value: float, n: int = BIG):
+    """A float32 device tensor of n elements (uploaded once; contents do not matter)."""
+    return s.upload_host_tensor(np.full(n, value, np.float32))
+
+
+def bandwidth(s, torch, cupy) -> list[Row]:
+    a, b = _big(s, 0.5), _big(s, 1.5)
+    x = y = cx = cy = None
+    if torch is not None:
+        x = torch.full((BIG,), 0.5, device="cuda")
+        y = torch.full((BIG,), 1.5, device="cuda")
+    if cupy is not None:
+        cx = cupy.full((BIG,), 0.5, dtype=cupy.float32)
+        cy = cupy.full((BIG,), 1.5, dtype=cupy.float32)
+    cases = [
+        ("add float32 2^28", 12 * BIG, ">= 4,100 GB/s", lambda: s.add(a, b),
+         lambda: x + y, lambda: cx + cy),
+        ("exp float32 2^28", 8 * BIG, ">= 4,000 GB/s", lambda: s.exp(a),
+         lambda: torch.exp(x), lambda: cupy.exp(cx)),
+        ("cast float32 -> bfloat16 2^28", 6 * BIG, ">= 3,800 GB/s",
+         lambda: s.cast(a, tc.bfloat16), lambda: x.to(torch.bfloat16), None),
+    ]
+    rows = []
+    for name, nbytes, target, ours, peer_t, peer_c in cases:
+        ms = session_ms(s, ours)
+        t = torch_ms(peer_t) if torch is not None else None
+        c = cupy_ms(peer_c) if cupy is not None and peer_c is not None else None
+        note = "" if peer_c is not None else "CuPy has no bfloat16"
+        rows.append(Row(FAMILY, name, "GB/s", gbps(nbytes, ms), gbps(nbytes, t),
+                        gbps(nbytes, c), target=target, note=note, extra={"ms": ms}))
+    return rows
+
+
+def transposed(s, torch, cupy) -> list[Row]:
+    a = _big(s, 0.5, N2 * N2).view((N2, N2), (N2, 1))
+    b = _big(s, 1.5, N2 * N2).view((N2, N2), (N2, 1))
+    nbytes = 3 * N2 * N2 * 4
+    ms = session_ms(s, lambda: s.add(a.T, b))
+    t = c = None
+    if torch is not None:
+        x = torch.full((N2, N2), 0.5, device="cuda")
+        y = torch.full((N2, N2), 1.5, device="cuda")
+        t = torch_ms(lambda: x.t() + y)
+    if cupy is not None:
+        cx = cupy.full((N2, N2), 0.5, dtype=cupy.float32)
+        cy = cupy.full((N2, N2), 1.5, dtype=cupy.float32)
+        c = cupy_ms(lambda: cx.T + cy)
+    return [Row(FAMILY, "add transposed view 16384x16384 float32", "GB/s", gbps(nbytes, ms),
+                gbps(nbytes, t), gbps(nbytes, c), target=">= 2,000 GB/s",
+                extra={"ms": ms})]
+
+
+def run(s) -> list[Row]:
+    torch, cupy = _peers()
+    rows: list[Row] = []
+    for section in (host_costs, bandwidth, transposed):
+        rows += section(s, torch, cupy)  # its tensors die on return
+        s.synchronize()
+        _release(torch, cupy)
+    return rows
