@@ -7,7 +7,7 @@ from ..configs.indexing import GatherConfig, ScatterConfig
 from ..dtypes import DType
 from ..shapes.gather import gather_dims
 from ..shapes.scatter import scatter_dims
-from ..tensor import Tensor
+from ..tensor import Tensor, TensorView
 from .indexing_base import IndexingBase
 from .indexing_plan import (
     GatherArgs,
@@ -22,7 +22,8 @@ _U32_KEYS = (1 << 32) - 1
 
 
 class GatherScatterOps(IndexingBase):
-    def gather(self, operand, start_indices, config: GatherConfig) -> Tensor:
+    def gather(self, operand: Tensor | TensorView, start_indices: Tensor | TensorView,
+               config: GatherConfig) -> Tensor:
         """Gather slices of ``operand`` at ``start_indices`` (StableHLO ``gather``).
 
         Parameters
@@ -72,7 +73,8 @@ class GatherScatterOps(IndexingBase):
         self._run(gather_launch(args, self._sms()), op)
         return out
 
-    def scatter(self, operand, scatter_indices, updates, config: ScatterConfig) -> Tensor:
+    def scatter(self, operand: Tensor | TensorView, scatter_indices: Tensor | TensorView,
+                updates: Tensor | TensorView, config: ScatterConfig) -> Tensor:
         """A copy of ``operand`` with ``updates`` combined in at ``scatter_indices``
         (StableHLO ``scatter``; the operand is not modified).
 

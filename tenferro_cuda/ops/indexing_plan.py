@@ -26,6 +26,7 @@ MAP_CODE = f"S{_MAP.size}"
 GEOMETRY_CODE = f"S{3 * LAYOUT_SIZE}"
 NO_MAP = _MAP.pack(*([0] * (2 * MAX_RANK)), 0, 0, 0)
 SCALAR_UNROLL = 8
+ROW_UNROLL = 4  # ptx/gather.cu
 ROW_MIN_UNITS = 512  # shorter rows go element by element
 
 
@@ -152,6 +153,12 @@ def gather_launch(g: GatherArgs, sms: int) -> Launch:
     return _gather_general(g, sms)
 
 
+def row_group(units: int) -> int:
+    """Threads per row in gather_rows: each keeps up to ROW_UNROLL (4) units in flight."""
+    per_thread = -(-units // ROW_UNROLL)
+    return min(32, 1 << max(0, (per_thread - 1).bit_length()))
+
+
 def _gather_rows(g: GatherArgs, sms: int) -> Launch | None:
     r, nw = len(g.result_shape), len(g.window_dims)
     if g.offset_dims != tuple(range(r - nw, r)):
@@ -172,7 +179,7 @@ def _gather_rows(g: GatherArgs, sms: int) -> Launch | None:
     units = width // ge
     bs, (ca, cb) = coalesce(bshape, [s // ge for s in astr], bstr)
     ivs = ist[g.index_vector_dim] if g.index_vector_dim < len(ishape) else 0
-    group = min(32, 1 << max(0, (units - 1).bit_length()))
+    group = row_group(units)
     nrows = math.prod(bshape)
     return Launch("gather", f"tf::gather_rows<{UNIT_OF_SIZE[unit]}>", f"PPLLP{MAP_CODE}qqi",
                   (g.out_ptr, optr, layout_bytes(bs, ca), layout_bytes(bs, cb), g.indices[0],

@@ -23,7 +23,7 @@ from ..shapes.indexing import (
     reverse_axes,
     slice_shape,
 )
-from ..tensor import Tensor
+from ..tensor import Tensor, TensorView
 from .indexing_base import IndexingBase
 from .indexing_plan_copy import Dynamic, pad_launch
 
@@ -39,11 +39,25 @@ def _dynamic(starts, shape: Sequence[int], strides: Sequence[int], sizes: Sequen
 
 
 class SlicingOps(IndexingBase):
-    def slice(self, x, config: SliceConfig) -> Tensor:
-        """``x[starts:limits:strides]`` per axis, as a new compact tensor.
+    def slice(self, x: Tensor | TensorView, config: SliceConfig) -> Tensor:
+        """``x[starts:limits:strides]`` per axis (StableHLO ``slice``).
 
-        Raises ``ValidationError`` when the config's rank differs from ``x``'s or a
-        limit exceeds its extent.
+        Parameters
+        ----------
+        x : Tensor or TensorView
+            Any dtype, on this session's device.
+        config : SliceConfig
+            One start, limit and stride per axis (``0 <= start <= limit <= dim``).
+
+        Returns
+        -------
+        Tensor
+            Compact, extent ``ceil((limit - start) / stride)`` per axis.
+
+        Raises
+        ------
+        ValidationError
+            Config rank differs from ``x``'s, or a limit exceeds its extent.
         """
         op = "slice"
         self._begin(op)
@@ -58,8 +72,26 @@ class SlicingOps(IndexingBase):
                         (x.data_ptr() + first * x.itemsize, strides), op)
         return out
 
-    def reverse(self, x, axes: Sequence[int]) -> Tensor:
-        """``x`` with the order of elements reversed along ``axes`` (unique, in range)."""
+    def reverse(self, x: Tensor | TensorView, axes: Sequence[int]) -> Tensor:
+        """``x`` with the order of elements reversed along ``axes`` (StableHLO ``reverse``).
+
+        Parameters
+        ----------
+        x : Tensor or TensorView
+            Any dtype.
+        axes : sequence of int
+            Unique axes in ``range(rank)``; empty gives a copy.
+
+        Returns
+        -------
+        Tensor
+            Compact, the shape and dtype of ``x``.
+
+        Raises
+        ------
+        ValidationError
+            An axis out of range, repeated, or not an int.
+        """
         op = "reverse"
         self._begin(op)
         self._resident(x, op, "input")
@@ -76,8 +108,26 @@ class SlicingOps(IndexingBase):
                         (x.data_ptr() + last * x.itemsize, strides), op)
         return out
 
-    def concatenate(self, inputs: Sequence, axis: int) -> Tensor:
-        """The ``inputs`` joined along ``axis`` (equal dtypes and extents elsewhere)."""
+    def concatenate(self, inputs: Sequence[Tensor | TensorView], axis: int) -> Tensor:
+        """The ``inputs`` joined along ``axis`` (StableHLO ``concatenate``).
+
+        Parameters
+        ----------
+        inputs : sequence of Tensor or TensorView
+            At least one; equal dtypes and ranks, equal extents off ``axis``.
+        axis : int
+            In ``range(rank)``.
+
+        Returns
+        -------
+        Tensor
+            Compact; extent along ``axis`` is the sum of the inputs'.
+
+        Raises
+        ------
+        ValidationError
+            No inputs, mismatched dtypes, ranks or extents, or a bad axis.
+        """
         op = "concatenate"
         self._begin(op)
         if isinstance(inputs, (Tensor, str, bytes)) or not isinstance(inputs, Sequence):
@@ -98,11 +148,31 @@ class SlicingOps(IndexingBase):
             at += t.shape[ax]
         return out
 
-    def dynamic_slice(self, x, starts, slice_sizes: Sequence[int]) -> Tensor:
+    def dynamic_slice(self, x: Tensor | TensorView, starts: Tensor | TensorView,
+                      slice_sizes: Sequence[int]) -> Tensor:
         """The ``slice_sizes`` window of ``x`` at ``starts`` (StableHLO ``dynamic_slice``).
 
-        ``starts`` is a rank-1 int32/int64 device tensor of ``rank(x)`` entries, read and
-        clamped to ``[0, dim - size]`` on the device (no host read-back).
+        Parameters
+        ----------
+        x : Tensor or TensorView
+            Any dtype.
+        starts : Tensor or TensorView
+            Rank-1 int32/int64 device tensor of ``rank(x)`` entries, read and clamped to
+            ``[0, dim - size]`` by the kernel (no host read-back).
+        slice_sizes : sequence of int
+            One size per axis, ``0 <= size <= dim``.
+
+        Returns
+        -------
+        Tensor
+            Compact, of shape ``slice_sizes``.
+
+        Raises
+        ------
+        ValidationError
+            Sizes or starts of the wrong length, a size beyond its extent.
+        UnsupportedDTypeError
+            Starts that are not int32/int64.
         """
         op = "dynamic_slice"
         self._begin(op)
@@ -116,9 +186,34 @@ class SlicingOps(IndexingBase):
         self._copy_view(sizes, x.itemsize, _view(out), _view(x), op, dyn)
         return out
 
-    def dynamic_update_slice(self, operand, update, starts) -> Tensor:
-        """A copy of ``operand`` with ``update`` written at ``starts`` (clamped on the
-        device to ``[0, dim - update extent]``; StableHLO ``dynamic_update_slice``)."""
+    def dynamic_update_slice(self, operand: Tensor | TensorView,
+                             update: Tensor | TensorView,
+                             starts: Tensor | TensorView) -> Tensor:
+        """A copy of ``operand`` with ``update`` written at ``starts`` (StableHLO
+        ``dynamic_update_slice``).
+
+        Parameters
+        ----------
+        operand : Tensor or TensorView
+            Any dtype; not modified.
+        update : Tensor or TensorView
+            Same dtype and rank, extents ``<=`` the operand's.
+        starts : Tensor or TensorView
+            Rank-1 int32/int64 device tensor, clamped on the device to
+            ``[0, dim - update extent]``.
+
+        Returns
+        -------
+        Tensor
+            Compact, the operand's shape and dtype.
+
+        Raises
+        ------
+        ValidationError
+            Mismatched dtype or rank, an update larger than the operand, bad starts shape.
+        UnsupportedDTypeError
+            Starts that are not int32/int64.
+        """
         op = "dynamic_update_slice"
         self._begin(op)
         self._resident(operand, op, "operand")
@@ -135,9 +230,30 @@ class SlicingOps(IndexingBase):
             self._copy_view(update.shape, out.itemsize, _view(out), _view(update), op, dyn)
         return out
 
-    def pad(self, x, config: PadConfig, value=0) -> Tensor:
-        """``x`` padded by ``config`` (edge ``low``/``high``, negative crops; ``interior``
-        between neighbours) with the scalar ``value`` (representable in ``x``'s dtype)."""
+    def pad(self, x: Tensor | TensorView, config: PadConfig, value: object = 0) -> Tensor:
+        """``x`` padded by ``config`` with ``value`` (StableHLO ``pad``).
+
+        Parameters
+        ----------
+        x : Tensor or TensorView
+            Any dtype.
+        config : PadConfig
+            Edge padding ``low``/``high`` per axis (negative crops) and ``interior``
+            padding (``>= 0``) between neighbours.
+        value : scalar
+            Representable in ``x``'s dtype (True/False for bool).
+
+        Returns
+        -------
+        Tensor
+            Compact, extent ``low + high + n + max(n - 1, 0) * interior`` per axis.
+
+        Raises
+        ------
+        ValidationError
+            Config rank differs from ``x``'s, a negative result extent, or a value that
+            does not fit the dtype.
+        """
         op = "pad"
         self._begin(op)
         self._resident(x, op, "input")

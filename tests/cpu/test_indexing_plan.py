@@ -19,6 +19,7 @@ from tenferro_cuda.ops.indexing_plan import (
     geometry,
     index_map,
     is_dense,
+    row_group,
     scatter_launch,
     scatter_passes,
 )
@@ -63,7 +64,7 @@ def test_embedding_gather_uses_rows_of_16_bytes():
     launch = gather_launch(gargs(**EMB), SMS)
     assert launch.expression == "tf::gather_rows<tf::b128>"
     rows, units, group = launch.args[-3:]
-    assert (rows, units, group) == (4096, 64, 32)
+    assert (rows, units, group) == (4096, 64, 16)  # 4 units of 16 bytes per thread
 
 
 @pytest.mark.parametrize("optr,width,unit,units", [
@@ -75,7 +76,7 @@ def test_row_gather_units(optr, width, unit, units):
     launch = gather_launch(gargs(**cfg, optr=optr), SMS)
     assert launch.expression == f"tf::gather_rows<{unit}>"
     assert launch.args[-2] == units
-    assert launch.args[-1] == min(32, 1 << (units - 1).bit_length())
+    assert launch.args[-1] == min(32, 1 << (-(-units // 4) - 1).bit_length())
 
 
 def test_row_gather_with_strided_indices():
@@ -85,6 +86,12 @@ def test_row_gather_with_strided_indices():
     launch = gather_launch(g, SMS)
     assert launch.expression == "tf::gather_rows<tf::u32>"
     assert launch.args[-1] == 1
+
+
+@pytest.mark.parametrize("units,group", [(1, 1), (4, 1), (5, 2), (64, 16), (128, 32),
+                                         (1000, 32)])
+def test_row_group_keeps_four_units_per_thread(units, group):
+    assert row_group(units) == group
 
 
 def test_general_gather_when_offsets_lead():
