@@ -30,13 +30,36 @@ def _cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
 
+FLAT_PARTIALS_CODES = "PPQQP"
+FLAT_FINISH_CODES = "PIP"
+
+
 def _scalar_code(dtype: DType) -> str:
     return "X16" if dtype.itemsize == 16 else f"S{dtype.itemsize}"
+
+
+def axpby_contig_codes(dtype: DType) -> str:
+    """ArgPack codes of ``axpby_contig`` (see ptx/blas1.cu)."""
+    c = _scalar_code(dtype)
+    return f"PP{c}{c}iQ"
+
+
+def axpby_strided_codes(dtype: DType, index: str) -> str:
+    c = _scalar_code(dtype)
+    return f"PLPL{c}{c}i" + ("I" if index == "tf::u32" else "Q")
+
+
+def _aligned(t: _Strided) -> bool:
+    """Compact and 16-byte aligned (the flat kernels' vector loads need both; pool buffers
+    are aligned, adopted foreign buffers may not be)."""
+    return t.is_contiguous and t.data_ptr() % 16 == 0
 
 
 def self_overlapping(shape, strides) -> bool:
     """True unless every index of the view addresses a distinct element (a sufficient test:
     each axis must step past everything the axes with smaller strides reach)."""
+    if 0 in shape:
+        return False
     span = 0
     for n, st in sorted(((n, abs(st)) for n, st in zip(shape, strides) if n > 1),
                         key=lambda t: t[1]):
@@ -110,18 +133,17 @@ class Blas1Ops(OpsBase):
         if n == 0:
             return
         beta_zero = int(np.frombuffer(b, dtype.numpy)[0] == 0)
-        code = _scalar_code(dtype)
-        if x.is_contiguous and y.is_contiguous:
+        if x.is_contiguous and y.is_contiguous and (x.data_ptr() | y.data_ptr()) % 16 == 0:
             fn = self._fn("blas1", fam.FAMILY.entry("axpby_contig").expression(dtype.ctype))
-            pack = self._pack(("axpby_contig", code), f"PP{code}{code}iQ")
+            pack = self._pack(("axpby_contig", dtype.itemsize), axpby_contig_codes(dtype))
             params = pack.pack(y.data_ptr(), x.data_ptr(), a, b, beta_zero, n)
             self._launch1d(fn, self._grid(n, per_thread=16 // dtype.itemsize), params, op)
             return
         _, (yl, xl) = layouts_for(y.shape, y, x)
         itype = index_type(n)
         fn = self._fn("blas1", fam.FAMILY.entry("axpby_strided").expression(dtype.ctype, itype))
-        xi = "I" if itype == "tf::u32" else "Q"
-        pack = self._pack(("axpby_strided", code, xi), f"PLPL{code}{code}i{xi}")
+        pack = self._pack(("axpby_strided", dtype.itemsize, itype),
+                          axpby_strided_codes(dtype, itype))
         params = pack.pack(y.base.buffer.ptr, yl, x.base.buffer.ptr, xl, a, b, beta_zero, n)
         self._launch1d(fn, self._grid(n), params, op)
 
@@ -133,8 +155,8 @@ class Blas1Ops(OpsBase):
         if n == 0:
             self._fill(out, 0, op)
             return out
-        a = a if a.is_contiguous else self._compact(a, op)
-        b = a if b is None else (b if b.is_contiguous else self._compact(b, op))
+        a = a if _aligned(a) else self._compact(a, op)
+        b = a if b is None else (b if _aligned(b) else self._compact(b, op))
         targ = fam.map_arg(map_name, dtype.ctype)
         first = fam.FAMILY.entry("flat_partials").expression(targ)
         nchunks = max(1, min(resident_blocks(self, "blas1", first), _cdiv(n, MIN_FLAT_CHUNK)))
@@ -142,11 +164,11 @@ class Blas1Ops(OpsBase):
         nchunks = _cdiv(n, chunk)
         acc = _ACC.get(dtype, out_dtype if map_name.endswith("NormSq") else dtype)
         partials = self._alloc(acc, (nchunks,), op)
-        pack = self._pack(("flat_partials",), "PPQQP")
+        pack = self._pack(("flat_partials",), FLAT_PARTIALS_CODES)
         params = pack.pack(a.data_ptr(), b.data_ptr(), n, chunk, partials.data_ptr())
         self._launch(self._fn("blas1", first), (nchunks, 1, 1), (BLOCK, 1, 1), params, op)
         fn = self._fn("blas1", fam.FAMILY.entry("flat_finish").expression(targ))
-        pack = self._pack(("flat_finish",), "PIP")
+        pack = self._pack(("flat_finish",), FLAT_FINISH_CODES)
         self._launch(fn, (1, 1, 1), (BLOCK, 1, 1),
                      pack.pack(partials.data_ptr(), nchunks, out.data_ptr()), op)
         return out

@@ -25,7 +25,6 @@ _CACHE_MAX = 2048
 _plans: dict = {}
 _exprs: dict = {}
 _occupancy: dict = {}
-_machines: dict = {}
 
 
 def _expression(entry: str, kind: str, dtype: DType, src: DType, dst: DType, index: str) -> str:
@@ -43,6 +42,18 @@ def _layout(shape, strides, offset: int = 0) -> bytes:
 
 def _x(index: str) -> str:
     return "I" if index == "tf::u32" else "Q"
+
+
+def row_codes(index: str) -> str:
+    """ArgPack codes of ``reduce_rows`` (see ptx/reduce.cu for the parameter list)."""
+    x = _x(index)
+    return f"PLL{x}q{x}{x}{x}{x}iiP"
+
+
+def col_codes(index: str) -> str:
+    """ArgPack codes of ``reduce_cols``."""
+    x = _x(index)
+    return f"PLLL{x}q{x}qq{x}{x}{x}qiP"
 
 
 class ReductionOps(OpsBase):
@@ -127,14 +138,16 @@ class ReductionOps(OpsBase):
 
     def _reduce_plan(self, kind: str, x, ax: tuple[int, ...]) -> Plan:
         serial = self._rt.identity.serial
-        key = (serial, kind, x.dtype, x.shape, x.strides, x.offset, ax)
+        aligned = x.base.buffer.ptr % 16 == 0  # pool buffers are; adopted ones may not be
+        key = (serial, kind, x.dtype, x.shape, x.strides, x.offset, ax, aligned)
         plan = _plans.get(key)
         if plan is None:
             if len(_plans) >= _CACHE_MAX:
                 _plans.clear()
             prob = classify(x.shape, x.strides, x.offset, ax)
             pitem = fam.partial_dtype(kind, x.dtype).itemsize
-            plan = _plans[key] = plan_reduce(prob, x.dtype.itemsize, pitem, self._machine())
+            m = self._machine(kind, x.dtype, prob.path if prob.red.shape else "rows")
+            plan = _plans[key] = plan_reduce(prob, x.dtype.itemsize, pitem, m, aligned)
         return plan
 
     def _run_passes(self, kind: str, x, plan: Plan, out: Tensor, op: str) -> None:
@@ -159,8 +172,7 @@ class ReductionOps(OpsBase):
     def _launch_rows(self, kind, dtype, src, dst, p, src_ptr: int, dst_ptr: int,
                      op: str) -> None:
         fn = self._fn("reduce", _expression("reduce_rows", kind, dtype, src, dst, p.index))
-        x = _x(p.index)
-        pack = self._pack(("reduce_rows", x), f"PLL{x}q{x}{x}{x}{x}iiP")
+        pack = self._pack(("reduce_rows", p.index), row_codes(p.index))
         params = pack.pack(src_ptr, _layout(p.kept.shape, p.kept.strides, p.kept.offset),
                            _layout(p.outer.shape, p.outer.strides), p.run, p.run_stride,
                            p.total, p.chunk, p.nchunks, p.nitems, p.group, int(p.flat),
@@ -170,8 +182,7 @@ class ReductionOps(OpsBase):
     def _launch_cols(self, kind, dtype, src, dst, p, src_ptr: int, dst_ptr: int,
                      op: str) -> None:
         fn = self._fn("reduce", _expression("reduce_cols", kind, dtype, src, dst, p.index))
-        x = _x(p.index)
-        pack = self._pack(("reduce_cols", x), f"PLLL{x}q{x}qq{x}{x}{x}qiP")
+        pack = self._pack(("reduce_cols", p.index), col_codes(p.index))
         params = pack.pack(src_ptr, _layout(p.oin.shape, p.oin.strides, p.oin.offset),
                            _layout(p.oin.shape, p.oout), _layout(p.outer.shape,
                                                                  p.outer.strides),
@@ -179,17 +190,13 @@ class ReductionOps(OpsBase):
                            p.nitems, p.plane, int(p.vec), dst_ptr)
         self._launch(fn, (p.grid[0], p.grid[1], 1), (p.block[0], p.block[1], 1), params, op)
 
-    # --- device occupancy (plans split work into one even wave) ------------------------
-    def _machine(self) -> Machine:
-        serial = self._rt.identity.serial
-        m = _machines.get(serial)
-        if m is None:
-            f32 = DType.FLOAT32
-            rows = _expression("reduce_rows", "sum", f32, f32, f32, "tf::u32")
-            cols = _expression("reduce_cols", "sum", f32, f32, f32, "tf::u32")
-            m = _machines[serial] = Machine(resident_blocks(self, "reduce", rows),
-                                            resident_blocks(self, "reduce", cols))
-        return m
+    # --- device occupancy (a split pass is one even wave) --------------------------------
+    def _machine(self, kind: str, dtype: DType, path: str) -> Machine:
+        """Resident blocks of the first pass's kernel (the row or the column kernel)."""
+        entry = "reduce_rows" if path == "rows" else "reduce_cols"
+        blocks = resident_blocks(self, "reduce",
+                                 _expression(entry, kind, dtype, dtype, dtype, "tf::u32"))
+        return Machine(blocks, blocks)
 
 
 def resident_blocks(session: OpsBase, family: str, expression: str) -> int:

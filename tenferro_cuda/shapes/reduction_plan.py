@@ -16,18 +16,16 @@ strides flipped, sorted outermost first, coalesced). Its innermost reduced axis 
   into chunks when there are too few columns to fill the device, and a second pass reduces
   the partials (``[nchunks, outer, ncols]``).
 
-Chunk counts follow the device (``Machine``: resident 256-thread blocks) so that the first
-pass is one even wave; they depend only on the shape, strides, offset and device, so the
-result's bits do not change from run to run. Partial passes plan recursively until one
-chunk remains (no atomics anywhere).
+Chunk counts follow the device (``Machine``: resident 256-thread blocks) so that a split
+first pass is at most one even wave (no tail of late blocks); they depend only on the
+shape, strides, offset and device, so the result's bits do not change from run to run.
+Partial passes plan recursively until one chunk remains (no atomics anywhere).
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-
-from ..ops._layout import coalesce
 
 BLOCK = 256
 MIN_CHUNK = 8192  # rows: fewest elements one split chunk reduces
@@ -173,8 +171,12 @@ def classify(shape, strides, offset: int, axes) -> Problem:
     return Problem(Frag(kshape_c, kin, offset), kout, Frag(rshape, rstrides))
 
 
-def plan_reduce(prob: Problem, itemsize: int, partial_itemsize: int, m: Machine) -> Plan:
-    """The passes of a classified reduction over a non-empty input and output."""
+def plan_reduce(prob: Problem, itemsize: int, partial_itemsize: int, m: Machine,
+                aligned: bool = True) -> Plan:
+    """The passes of a classified reduction over a non-empty input and output.
+
+    ``aligned``: the input buffer starts on a 16-byte boundary (pool buffers do; an adopted
+    foreign buffer may not), which the column kernel's vector loads rely on."""
     if not prob.red.shape:
         return Plan("copy")
     red = prob.red
@@ -190,7 +192,8 @@ def plan_reduce(prob: Problem, itemsize: int, partial_itemsize: int, m: Machine)
                kin.offset)
     geo = _ColGeometry(oin, tuple(kout[i] for i in rest), outer, red.shape[-1],
                        red.strides[-1], kin.shape[c], kin.strides[c], kout[c])
-    return Plan("cols", tuple(_col_passes(geo, itemsize, partial_itemsize, m, size, False)))
+    return Plan("cols", tuple(_col_passes(geo, itemsize, partial_itemsize, m, size, False,
+                                          aligned)))
 
 
 def _row_passes(kept: Frag, outer: Frag, run: int, run_stride: int, itemsize: int,
@@ -198,7 +201,7 @@ def _row_passes(kept: Frag, outer: Frag, run: int, run_stride: int, itemsize: in
     nout, total = kept.size, run * outer.size
     if nout * 32 < m.row_blocks * BLOCK and total >= BLOCK_GROUP_MIN:
         group = BLOCK
-        nchunks = max(1, min(_cdiv(m.row_blocks, nout), total // MIN_CHUNK))
+        nchunks = max(1, min(m.row_blocks // nout, total // MIN_CHUNK))  # one wave
     else:
         group, nchunks = min(32, _pow2ceil(_cdiv(total, 8))), 1
     chunk = total
@@ -236,28 +239,48 @@ class _ColGeometry:
 
 
 def _col_passes(g: _ColGeometry, itemsize: int, pitem: int, m: Machine, size: int,
-                src_partial: bool) -> list:
+                src_partial: bool, aligned: bool = True) -> list:
     total = g.run * g.outer.size
-    vec = g.vectorizable(itemsize)
+    vec = aligned and g.vectorizable(itemsize)
     nitems = g.oin.size * (g.ncols // (16 // itemsize) if vec else g.ncols)
-    nchunks = max(1, min(_cdiv(m.col_blocks * BLOCK, nitems), total // MIN_ROWS))
+    bx = min(BLOCK, _pow2ceil(nitems))
+    gx = min(_cdiv(nitems, bx), GRID_CAP)
+    wave = max(1, m.col_blocks // gx) * (BLOCK // bx)  # chunks that fit in one wave
+    nchunks = max(1, min(wave, total // MIN_ROWS))
     chunk = _cdiv(total, nchunks)
     nchunks = _cdiv(total, chunk)
     split = nchunks > 1
-    bx = min(BLOCK, _pow2ceil(nitems))
     by = min(BLOCK // bx, _pow2ceil(nchunks))
-    grid = (min(_cdiv(nitems, bx), GRID_CAP), _cdiv(nchunks, by))
     plane = g.oin.size * g.ncols if split else 0
     pstrides = tuple(st * g.ncols for st in _compact(g.oin.shape))
     oout, col_out = (pstrides, 1) if split else (g.oout, g.col_out)
     first = ColPass(g.oin, oout, g.outer, g.run, g.rs, g.ncols, g.col_in, col_out, total,
                     chunk, nchunks, vec, nitems, plane, src_partial, split,
-                    _index(max(size, nchunks * plane)), (bx, by), grid)
+                    _index(max(size, nchunks * plane)), (bx, by), (gx, _cdiv(nchunks, by)))
     if not split:
         return [first]
     nxt = _ColGeometry(Frag(g.oin.shape, pstrides), g.oout, Frag((), ()), nchunks, plane,
                        g.ncols, 1, g.col_out)
     return [first] + _col_passes(nxt, pitem, pitem, m, nchunks * plane, True)
+
+
+def coalesce(shape, *strides):
+    """(shape, [strides...]) with extent-1 axes dropped and adjacent axes merged where every
+    stride list allows it (as ``ops._layout.coalesce``; shapes/ does not import ops/)."""
+    out_shape: list[int] = []
+    out: list[list[int]] = [[] for _ in strides]
+    for i, n in enumerate(shape):
+        if n == 1:
+            continue
+        if out_shape and all(o[-1] == st[i] * n for o, st in zip(out, strides)):
+            out_shape[-1] *= n
+            for o, st in zip(out, strides):
+                o[-1] = st[i]
+        else:
+            out_shape.append(n)
+            for o, st in zip(out, strides):
+                o.append(st[i])
+    return tuple(out_shape), [tuple(o) for o in out]
 
 
 def _compact(shape: tuple[int, ...]) -> tuple[int, ...]:
