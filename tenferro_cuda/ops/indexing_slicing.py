@@ -33,9 +33,13 @@ def _view(t) -> tuple[int, tuple[int, ...]]:
 
 
 def _dynamic(starts, shape: Sequence[int], strides: Sequence[int], sizes: Sequence[int],
-             on_dst: bool) -> Dynamic:
+             on_dst: bool) -> Dynamic | None:
+    """The device-side shift, or None when every start clamps to 0 (full extents)."""
+    his = tuple(n - k for n, k in zip(shape, sizes))
+    if not any(his):
+        return None
     return Dynamic(starts.data_ptr(), starts.strides[0], starts.dtype is DType.INT64,
-                   tuple(strides), tuple(n - k for n, k in zip(shape, sizes)), on_dst)
+                   tuple(strides), his, on_dst)
 
 
 class SlicingOps(IndexingBase):
