@@ -1,0 +1,126 @@
+"""Reduction and BLAS-1 figures (issue 4), beside PyTorch and CuPy on the same sizes in the
+same run:
+
+- ``reduce_sum`` of 2^28 float32 over all axes (target >= 4,000 GB/s);
+- ``reduce_sum`` of a 16384 x 16384 float32 tensor along axis 0 and along axis 1
+  (target >= 3,800 GB/s each);
+- for reference (no target): ``reduce_max`` over all axes, ``vdot_read`` and
+  ``norm_squared_read`` of float32 vectors, ``axpby_read_into_accum`` (PyTorch:
+  ``y.mul_(beta).add_(x, alpha=alpha)``, CuPy: one fused elementwise kernel).
+
+GB/s = (bytes read + bytes written) / time, from CUDA-event medians after warm-up.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .common import Row, cupy_ms, gbps, session_ms, torch_ms
+
+FAMILY = "reduction"
+N_ALL = 1 << 28
+N2 = 16384
+N_VEC = 1 << 27
+
+
+def _peers():
+    try:
+        import torch
+
+        torch = torch if torch.cuda.is_available() else None
+    except ImportError:
+        torch = None
+    try:
+        import cupy
+    except ImportError:
+        cupy = None
+    return torch, cupy
+
+
+def _host(shape, seed: int) -> np.ndarray:
+    return np.random.default_rng(seed).random(shape, dtype=np.float32)
+
+
+def _timed(s, torch, cupy, ours, peer_t, peer_c):
+    """(ours ms, torch ms, cupy ms); None where a peer is absent."""
+    t = torch_ms(peer_t) if torch is not None else None
+    c = cupy_ms(peer_c) if cupy is not None else None
+    return session_ms(s, ours), t, c
+
+
+def _row(name, nbytes, ms, target="", note="") -> Row:
+    return Row(FAMILY, name, "GB/s", gbps(nbytes, ms[0]), gbps(nbytes, ms[1]),
+               gbps(nbytes, ms[2]), target=target, note=note, extra={"ms": ms[0]})
+
+
+def _peer_arrays(torch, cupy, a: np.ndarray):
+    pt = torch.from_numpy(a).cuda() if torch is not None else None
+    pc = cupy.asarray(a) if cupy is not None else None
+    return pt, pc
+
+
+def all_axes(s, torch, cupy) -> list[Row]:
+    a = _host((N_ALL,), 1)
+    x = s.upload_host_tensor(a)
+    xt, xc = _peer_arrays(torch, cupy, a)
+    nbytes = N_ALL * 4 + 4
+    rows = [_row("reduce_sum 2^28 float32, all axes", nbytes,
+                 _timed(s, torch, cupy, lambda: s.reduce_sum(x, (0,)), lambda: xt.sum(),
+                        lambda: xc.sum()), target=">= 4,000 GB/s")]
+    rows.append(_row("reduce_max 2^28 float32, all axes", nbytes,
+                     _timed(s, torch, cupy, lambda: s.reduce_max(x, (0,)),
+                            lambda: xt.max(), lambda: xc.max())))
+    return rows
+
+
+def matrix_axes(s, torch, cupy) -> list[Row]:
+    a = _host((N2, N2), 2)
+    x = s.upload_host_tensor(a)
+    xt, xc = _peer_arrays(torch, cupy, a)
+    nbytes = N2 * N2 * 4 + N2 * 4
+    rows = []
+    for axis in (0, 1):
+        ms = _timed(s, torch, cupy, lambda axis=axis: s.reduce_sum(x, (axis,)),
+                    lambda axis=axis: xt.sum(axis), lambda axis=axis: xc.sum(axis))
+        rows.append(_row(f"reduce_sum 16384x16384 float32, axis {axis}", nbytes, ms,
+                         target=">= 3,800 GB/s"))
+    return rows
+
+
+def blas1(s, torch, cupy) -> list[Row]:
+    a, b = _host((N_VEC,), 3), _host((N_VEC,), 4)
+    x, y = s.upload_host_tensor(a), s.upload_host_tensor(b)
+    (xt, xc), (yt, yc) = _peer_arrays(torch, cupy, a), _peer_arrays(torch, cupy, b)
+    rows = [_row("vdot_read 2^27 float32", 2 * N_VEC * 4 + 4,
+                 _timed(s, torch, cupy, lambda: s.vdot_read(x, y), lambda: torch.dot(xt, yt),
+                        lambda: cupy.vdot(xc, yc))),
+            _row("norm_squared_read 2^27 float32", N_VEC * 4 + 4,
+                 _timed(s, torch, cupy, lambda: s.norm_squared_read(x),
+                        lambda: torch.dot(xt, xt), lambda: cupy.vdot(xc, xc)))]
+    fused = None
+    if cupy is not None:
+        fused = cupy.ElementwiseKernel("float32 x, float32 a, float32 b", "float32 y",
+                                       "y = a * x + b * y", "tf_bench_axpby")
+    ms = _timed(s, torch, cupy, lambda: s.axpby_read_into_accum(0.5, x, 0.25, y),
+                lambda: yt.mul_(0.25).add_(xt, alpha=0.5),
+                lambda: fused(xc, np.float32(0.5), np.float32(0.25), yc))
+    rows.append(_row("axpby_read_into_accum 2^27 float32", 3 * N_VEC * 4, ms,
+                     note="PyTorch: mul_ then add_ (two passes)"))
+    return rows
+
+
+def _release(torch, cupy) -> None:
+    if torch is not None:
+        torch.cuda.empty_cache()
+    if cupy is not None:
+        cupy.get_default_memory_pool().free_all_blocks()
+
+
+def run(s) -> list[Row]:
+    torch, cupy = _peers()
+    rows: list[Row] = []
+    for section in (all_axes, matrix_axes, blas1):
+        rows += section(s, torch, cupy)  # its tensors die on return
+        s.synchronize()
+        _release(torch, cupy)
+    return rows
