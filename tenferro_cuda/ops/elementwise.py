@@ -63,7 +63,7 @@ def _compare(form: str):
     doc = docstring(summary, 2, form, extra=extra)
     if into:
         def compare_write(self, lhs, rhs, direction: CompareDir, out) -> None:
-            return resolve(direction)(self, lhs, rhs, out)
+            resolve(direction)(self, lhs, rhs, out)
         compare_write.__name__ = compare_write.__qualname__ = name
         compare_write.__doc__ = doc
         return compare_write

@@ -19,10 +19,11 @@ from __future__ import annotations
 import ctypes
 import math
 import struct
+from typing import Any
 
 from .. import _driver
 from ..dtypes import DType
-from ..errors import ValidationError
+from ..errors import RuntimeStateError, ValidationError
 from ..kernels.args import ArgPack, layout_bytes
 from ..runtime import error_code
 from ..shapes import elementwise as ew_shapes
@@ -39,7 +40,7 @@ _TAIL = struct.Struct("<Qi")
 _TAIL_AT = _HEAD.size
 _SLOTS = (0, 8, 16, 24, 32, 36, 40, 48)
 UNROLL = 2  # TF_EW_UNROLL in ewkernel.cuh
-BLOCKS_PER_SM = 16
+SM_THREADS, SM_REGISTERS = 2048, 65536  # per multiprocessor on sm_80 and sm_90
 _EMPTY_LAYOUT = layout_bytes((), (), 0)
 _ENTRIES = {"elementwise": ("ew_contig", "ew_strided"), "cast": ("cast_contig", "cast_strided")}
 
@@ -55,11 +56,49 @@ class Prep:
     __slots__ = ("kind", "name", "dtype", "out_dtype", "out_item", "items", "fn", "head",
                  "block", "ptrs", "address", "fn_s", "pack_s", "per_block", "cap", "pool",
                  "stream", "dom", "err", "code")
+    kind: Kind
+    name: str
+    dtype: DType  # the primary dtype
+    out_dtype: DType
+    out_item: int
+    items: tuple[int, ...]  # itemsize of each input slot
+    fn: Any
+    head: struct.Struct
+    block: Any  # ctypes char array
+    ptrs: Any  # ctypes void* array
+    address: int
+    fn_s: Any
+    pack_s: ArgPack | None
+    per_block: int  # elements per block and grid-stride step on the contiguous path
+    cap: int  # blocks: one full wave
+    pool: Any
+    stream: Any
+    dom: int
+    err: int
+    code: int
 
     def pack(self, *head) -> int:
         """Fill the head (out, a, b, c, n, flags); the launch address."""
         self.head.pack_into(self.block, 0, *head)
         return self.address
+
+
+def resident_blocks(fn) -> int:
+    """Blocks of BLOCK threads of ``fn`` that fit on one multiprocessor at once (registers
+    are allocated per warp in units of 256, i.e. per thread in multiples of 8). The
+    grid-stride contiguous kernel is launched with exactly one such wave: every block
+    does the same work, so a partial second wave would only add a tail."""
+    regs = max(1, _driver.function_attributes(fn)["registers"])
+    per_block = BLOCK * ((regs + 7) // 8 * 8)
+    return max(1, min(SM_THREADS // BLOCK, SM_REGISTERS // per_block))
+
+
+def base_ptr(t: _Strided) -> int:
+    """Device address of ``t``'s base buffer (residency was checked by the caller)."""
+    buf = t.base.buffer
+    if buf is None:
+        raise RuntimeStateError("a host tensor has no device address", op="elementwise")
+    return buf.ptr
 
 
 def operand_dtypes(kind: Kind, primary: DType) -> tuple[DType, ...]:
@@ -75,7 +114,7 @@ def overlaps(a: _Strided, b: _Strided) -> bool:
         return False
     alo, ahi = a.span()
     blo, bhi = b.span()
-    pa, pb = a.base.buffer.ptr, b.base.buffer.ptr
+    pa, pb = base_ptr(a), base_ptr(b)
     ia, ib = a.dtype.itemsize, b.dtype.itemsize
     return pa + alo * ia < pb + bhi * ib and pb + blo * ib < pa + ahi * ia
 
@@ -100,7 +139,7 @@ class ElementwiseEngine(OpsBase):
         prep.fn_s = prep.pack_s = None
         vec = 16 // max(prep.out_item, *prep.items)
         prep.per_block = BLOCK * UNROLL * vec
-        prep.cap = self._rt.info.multiprocessor_count * BLOCKS_PER_SM
+        prep.cap = self._rt.info.multiprocessor_count * resident_blocks(fn)
         prep.pool, prep.stream, prep.dom = self._rt.pool, state.stream, self._rt.domain.value
         reason = kind.error_reason(primary)
         prep.err = state.err_word.ptr if reason else 0
@@ -166,18 +205,18 @@ class ElementwiseEngine(OpsBase):
         """A rank-0 real operand as its complex counterpart (one-element cast kernel)."""
         prep = self._ew_prep(CAST_KINDS[target], name, x.dtype)
         tmp = self._alloc(target, (), name)
-        params = prep.pack(tmp.buffer.ptr, x.data_ptr(), 0, 0, 1, 0)
+        params = prep.pack(base_ptr(tmp), x.data_ptr(), 0, 0, 1, 0)
         self._launch1d(prep.fn, 1, params, name)
         return tmp
 
     def _ew_contig(self, prep: Prep, walk: Plan, out: _Strided, inputs, name: str) -> None:
-        po = out.base.buffer.ptr + walk.offsets[0] * prep.out_item
+        po = base_ptr(out) + walk.offsets[0] * prep.out_item
         ptrs = [0, 0, 0]
         steps = [0, 0, 0]  # bytes per element: 0 for a broadcast (or unused) slot
         flags = 0
         aligned = po
         for k, x in enumerate(inputs):
-            ptrs[k] = x.base.buffer.ptr + walk.offsets[k + 1] * prep.items[k]
+            ptrs[k] = base_ptr(x) + walk.offsets[k + 1] * prep.items[k]
             if walk.broadcast[k]:
                 flags |= 1 << k
             else:
@@ -195,7 +234,9 @@ class ElementwiseEngine(OpsBase):
             self._launch1d(prep.fn, blocks, params, name)
 
     def _ew_strided(self, prep: Prep, walk: Plan, out: _Strided, inputs, name: str) -> None:
-        bases = [out.base.buffer.ptr] + [x.base.buffer.ptr for x in inputs]
+        bases = [base_ptr(out)] + [base_ptr(x) for x in inputs]
+        pack = prep.pack_s
+        assert pack is not None  # _ew_strided_fn ran during planning
         bases += [0] * (4 - len(bases))
         if walk.tiled:
             lays = [layout_bytes(walk.shape, st, off)
@@ -203,8 +244,8 @@ class ElementwiseEngine(OpsBase):
             lays += [_EMPTY_LAYOUT] * (4 - len(lays))
             smem = sum(tile_bytes(item) for k, item in enumerate(prep.items)
                        if walk.tiled & (2 << k))
-            params = prep.pack_s.pack(bases[0], lays[0], bases[1], lays[1], bases[2], lays[2],
-                                      bases[3], lays[3], 0, walk.tiled, prep.err, prep.code)
+            params = pack.pack(bases[0], lays[0], bases[1], lays[1], bases[2], lays[2],
+                               bases[3], lays[3], 0, walk.tiled, prep.err, prep.code)
             _driver.launch(prep.fn_s, tiled_grid(walk), (BLOCK, 1, 1), smem, self._state.stream,
                            params, name)
             return
@@ -212,6 +253,6 @@ class ElementwiseEngine(OpsBase):
             lays = [layout_bytes(shape, st, off) for st, off in zip(strides, offsets)]
             lays += [_EMPTY_LAYOUT] * (4 - len(lays))
             n = math.prod(shape)
-            params = prep.pack_s.pack(bases[0], lays[0], bases[1], lays[1], bases[2], lays[2],
-                                      bases[3], lays[3], n, 0, prep.err, prep.code)
+            params = pack.pack(bases[0], lays[0], bases[1], lays[1], bases[2], lays[2],
+                               bases[3], lays[3], n, 0, prep.err, prep.code)
             self._launch1d(prep.fn_s, self._grid(n), params, name)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import Any
 
 from .. import _driver
 from ..shapes.elementwise import Kind
@@ -25,7 +26,7 @@ from .elementwise_layout import CHUNK
 _launch3 = _driver.launch3
 _new = object.__new__
 _prod = math.prod
-Impl = Callable[..., object]
+Impl = Callable[..., Any]
 
 
 def unary_impl(kind: Kind, name: str, into: bool) -> Impl:
@@ -214,7 +215,7 @@ def make_method(kind: Kind, op: str, form: str, summary: str):
     if kind.name == "select":
         if into:
             def si(self, pred, on_true, on_false, out) -> None:
-                return impl(self, pred, on_true, on_false, out)
+                impl(self, pred, on_true, on_false, out)
             return _named(si, name, doc)
 
         def s(self, pred, on_true, on_false) -> Tensor:
@@ -222,7 +223,7 @@ def make_method(kind: Kind, op: str, form: str, summary: str):
         return _named(s, name, doc)
     if into:
         def ci(self, x, lower, upper, out) -> None:
-            return impl(self, x, lower, upper, out)
+            impl(self, x, lower, upper, out)
         return _named(ci, name, doc)
 
     def c(self, x, lower, upper) -> Tensor:

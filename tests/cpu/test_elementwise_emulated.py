@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from test_cast_ref import cast_ref
 from test_elementwise_emu import emulated_session, get, put
-from test_elementwise_ref import REF, cast_ref, inputs_for, mismatch, tolerance
+from test_elementwise_ref import REF, inputs_for, mismatch, tolerance
 
 from tenferro_cuda.configs.elementwise import CompareDir, ElementwiseReadOp
 from tenferro_cuda.dtypes import ALL_DTYPES, DType

@@ -9,7 +9,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from gpu_util import down, up
-from test_elementwise_ref import BF16, cast_ref, mismatch, random_array, specials
+from test_cast_ref import BF16, cast_ref
+from test_elementwise_ref import mismatch, random_array, specials
 
 from tenferro_cuda.dtypes import ALL_DTYPES, DType, lattice_allows
 from tenferro_cuda.errors import UnsupportedDTypeConversionError
