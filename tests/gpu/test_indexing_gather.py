@@ -31,7 +31,7 @@ def dev(s, array, view=False):
     """A device tensor of ``array``, or a strided view (every other element) of one."""
     array = np.asarray(array)
     if not view or array.ndim == 0:
-        return s.upload_host_tensor(array)  # keeps rank 0 (gpu_util.up makes it rank 1)
+        return s.upload_host_tensor(array)
     big = np.zeros(tuple(2 * n + 1 for n in array.shape), array.dtype)
     key = tuple(slice(1, 1 + 2 * n, 2) for n in array.shape)
     big[key] = array
