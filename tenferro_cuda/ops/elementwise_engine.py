@@ -180,18 +180,18 @@ class ElementwiseEngine(OpsBase):
                 if overlaps(out, x):
                     raise ValidationError(f"out overlaps {role} in device memory; outputs "
                                           "must not alias inputs", op=name)
-        prep = self._ew_prep(kind, name, inf.primary)
         ndim = len(inf.shape)
         target = (out.strides, out.offset) if out is not None else (compact_strides(inf.shape), 0)
         walk = plan(inf.shape, target, [
             (x.strides if len(x.shape) == ndim else None, 0 if promote else x.offset)
             for x, promote in zip(inputs, inf.promote)], name)
+        if math.prod(inf.shape) == 0:  # validated: nothing to compile or launch
+            return out if out is not None else self._alloc(inf.dtype, inf.shape, name)
+        prep = self._ew_prep(kind, name, inf.primary)  # compiles on first use
         if not walk.contiguous:
             self._ew_strided_fn(prep)
         if out is None:
             out = self._alloc(inf.dtype, inf.shape, name)
-        if math.prod(inf.shape) == 0:
-            return out
         if any(inf.promote):
             inputs = [self._ew_promote(x, inf.primary, name) if p else x
                       for x, p in zip(inputs, inf.promote)]

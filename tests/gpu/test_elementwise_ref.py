@@ -24,6 +24,8 @@ def is_int(dt) -> bool:
 def wrap_ints(values, dt) -> np.ndarray:
     """Python ints (object array) wrapped into the integer dtype ``dt``."""
     bits = INT_BITS[np.dtype(dt)]
+    if bits < 64:  # exact in int64 (products of two 32-bit values fit); astype wraps
+        return np.asarray(values, dtype=object).astype(np.int64).astype(dt)
     mask = (1 << bits) - 1
     signed = np.dtype(dt).kind == "i"
 
