@@ -43,7 +43,10 @@ __device__ __forceinline__ typename Op::acc fold_run(typename Op::acc a, const I
       a = fold_vec<Op>(a, x2);
       a = fold_vec<Op>(a, x3);
     }
-    for (; v < nv; v += group) a = fold_vec<Op>(a, vq[v]);
+    for (; v < nv; v += group) {
+      const V x = vq[v];  // a local copy keeps this one 16-byte load
+      a = fold_vec<Op>(a, x);
+    }
     for (I t = nv * (I)V::n + lane; t < n; t += group) a = fold<Op>(a, q[t]);
   } else {
     I c = c0 + lane;

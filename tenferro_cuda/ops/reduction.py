@@ -12,12 +12,14 @@ Everything is enqueued on the session stream; nothing waits for the device.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from .. import _driver
 from ..dtypes import DType
 from ..kernels.args import layout_bytes
 from ..kernels.families import reduce as fam
 from ..shapes import reduction as shp
-from ..shapes.reduction_plan import BLOCK, Machine, Plan, classify, plan_reduce
+from ..shapes.reduction_plan import BLOCK, Machine, RowPass, classify, plan_reduce
 from ..tensor import Tensor, TensorView
 from ._base import OpsBase
 
@@ -54,6 +56,39 @@ def col_codes(index: str) -> str:
     """ArgPack codes of ``reduce_cols``."""
     x = _x(index)
     return f"PLLL{x}q{x}qq{x}{x}{x}qiP"
+
+
+class _Step(NamedTuple):
+    """One prepared launch: everything but the source and destination pointers."""
+
+    expression: str
+    key: tuple
+    codes: str
+    args: tuple
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    partial: tuple[DType, int] | None  # (dtype, elements) of the partials it writes
+
+
+def _step(kind: str, dtype: DType, pdtype: DType, p) -> _Step:
+    src = pdtype if p.src_partial else dtype
+    dst = pdtype if p.dst_partial else dtype
+    # partials -> partials of float16/bfloat16 is the float32 operator's pass
+    odt = DType.FLOAT32 if src is dst is pdtype and pdtype is not dtype else dtype
+    partial = (pdtype, p.out_size) if p.dst_partial else None
+    if isinstance(p, RowPass):
+        args = (_layout(p.kept.shape, p.kept.strides, p.kept.offset),
+                _layout(p.outer.shape, p.outer.strides), p.run, p.run_stride, p.total,
+                p.chunk, p.nchunks, p.nitems, p.group, int(p.flat))
+        return _Step(_expression("reduce_rows", kind, odt, src, dst, p.index),
+                     ("reduce_rows", p.index), row_codes(p.index), args, (p.blocks, 1, 1),
+                     (BLOCK, 1, 1), partial)
+    args = (_layout(p.oin.shape, p.oin.strides, p.oin.offset), _layout(p.oin.shape, p.oout),
+            _layout(p.outer.shape, p.outer.strides), p.run, p.rs, p.ncols, p.col_in,
+            p.col_out, p.total, p.chunk, p.nitems, p.plane, int(p.vec))
+    return _Step(_expression("reduce_cols", kind, odt, src, dst, p.index),
+                 ("reduce_cols", p.index), col_codes(p.index), args, (p.grid[0], p.grid[1], 1),
+                 (p.block[0], p.block[1], 1), partial)
 
 
 class ReductionOps(OpsBase):
@@ -127,68 +162,45 @@ class ReductionOps(OpsBase):
         if count == 0:
             self._fill(out, 0 if kind == "sum" else 1, op)
             return out
-        plan = self._reduce_plan(kind, x, ax)
-        if plan.kind == "copy":
+        steps = self._reduce_steps(kind, x, ax)
+        if steps is None:  # nothing reduced (extent-1 axes): a copy of the kept axes
             keep = [i for i in range(x.ndim) if i not in ax]
             src = TensorView(x.base, out_shape, [x.strides[i] for i in keep], x.offset)
             self._copy_into(src, out, op)
-        else:
-            self._run_passes(kind, x, plan, out, op)
-        return out
-
-    def _reduce_plan(self, kind: str, x, ax: tuple[int, ...]) -> Plan:
-        serial = self._rt.identity.serial
-        aligned = x.base.buffer.ptr % 16 == 0  # pool buffers are; adopted ones may not be
-        key = (serial, kind, x.dtype, x.shape, x.strides, x.offset, ax, aligned)
-        plan = _plans.get(key)
-        if plan is None:
-            if len(_plans) >= _CACHE_MAX:
-                _plans.clear()
-            prob = classify(x.shape, x.strides, x.offset, ax)
-            pitem = fam.partial_dtype(kind, x.dtype).itemsize
-            m = self._machine(kind, x.dtype, prob.path if prob.red.shape else "rows")
-            plan = _plans[key] = plan_reduce(prob, x.dtype.itemsize, pitem, m, aligned)
-        return plan
-
-    def _run_passes(self, kind: str, x, plan: Plan, out: Tensor, op: str) -> None:
-        dtype = x.dtype
-        pdtype = fam.partial_dtype(kind, dtype)
+            return out
         src_ptr = x.base.buffer.ptr
         alive = []  # partial buffers: freed (stream-ordered, after their readers) on return
-        for p in plan.passes:
-            src = pdtype if p.src_partial else dtype
-            dst = pdtype if p.dst_partial else dtype
-            part = self._alloc(pdtype, (p.out_size,), op) if p.dst_partial else None
-            dst_ptr = part.buffer.ptr if part is not None else out.buffer.ptr
-            # partials -> partials of float16/bfloat16 is the float32 operator's pass
-            odt = DType.FLOAT32 if src is dst is pdtype and pdtype is not dtype else dtype
-            if plan.kind == "rows":
-                self._launch_rows(kind, odt, src, dst, p, src_ptr, dst_ptr, op)
+        for st in steps:
+            if st.partial is None:
+                dst_ptr = out.buffer.ptr
             else:
-                self._launch_cols(kind, odt, src, dst, p, src_ptr, dst_ptr, op)
-            alive.append(part)
+                part = self._alloc(st.partial[0], (st.partial[1],), op)
+                alive.append(part)
+                dst_ptr = part.buffer.ptr
+            params = self._pack(st.key, st.codes).pack(src_ptr, *st.args, dst_ptr)
+            self._launch(self._fn("reduce", st.expression), st.grid, st.block, params, op)
             src_ptr = dst_ptr
+        return out
 
-    def _launch_rows(self, kind, dtype, src, dst, p, src_ptr: int, dst_ptr: int,
-                     op: str) -> None:
-        fn = self._fn("reduce", _expression("reduce_rows", kind, dtype, src, dst, p.index))
-        pack = self._pack(("reduce_rows", p.index), row_codes(p.index))
-        params = pack.pack(src_ptr, _layout(p.kept.shape, p.kept.strides, p.kept.offset),
-                           _layout(p.outer.shape, p.outer.strides), p.run, p.run_stride,
-                           p.total, p.chunk, p.nchunks, p.nitems, p.group, int(p.flat),
-                           dst_ptr)
-        self._launch(fn, (p.blocks, 1, 1), (BLOCK, 1, 1), params, op)
-
-    def _launch_cols(self, kind, dtype, src, dst, p, src_ptr: int, dst_ptr: int,
-                     op: str) -> None:
-        fn = self._fn("reduce", _expression("reduce_cols", kind, dtype, src, dst, p.index))
-        pack = self._pack(("reduce_cols", p.index), col_codes(p.index))
-        params = pack.pack(src_ptr, _layout(p.oin.shape, p.oin.strides, p.oin.offset),
-                           _layout(p.oin.shape, p.oout), _layout(p.outer.shape,
-                                                                 p.outer.strides),
-                           p.run, p.rs, p.ncols, p.col_in, p.col_out, p.total, p.chunk,
-                           p.nitems, p.plane, int(p.vec), dst_ptr)
-        self._launch(fn, (p.grid[0], p.grid[1], 1), (p.block[0], p.block[1], 1), params, op)
+    def _reduce_steps(self, kind: str, x, ax: tuple[int, ...]) -> tuple[_Step, ...] | None:
+        """The prepared launches of this reduction (cached per layout), None for a copy."""
+        aligned = x.base.buffer.ptr % 16 == 0  # pool buffers are; adopted ones may not be
+        key = (self._rt.identity.serial, kind, x.dtype, x.shape, x.strides, x.offset, ax,
+               aligned)
+        try:
+            return _plans[key]
+        except KeyError:
+            pass
+        if len(_plans) >= _CACHE_MAX:
+            _plans.clear()
+        prob = classify(x.shape, x.strides, x.offset, ax)
+        pdtype = fam.partial_dtype(kind, x.dtype)
+        m = self._machine(kind, x.dtype, prob.path if prob.red.shape else "rows")
+        plan = plan_reduce(prob, x.dtype.itemsize, pdtype.itemsize, m, aligned)
+        steps = None if plan.kind == "copy" else \
+            tuple(_step(kind, x.dtype, pdtype, p) for p in plan.passes)
+        _plans[key] = steps
+        return steps
 
     # --- device occupancy (a split pass is one even wave) --------------------------------
     def _machine(self, kind: str, dtype: DType, path: str) -> Machine:
