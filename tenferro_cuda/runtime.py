@@ -296,6 +296,9 @@ class CudaRuntime:
             try:
                 self.synchronize_all()
                 for state in self._states:
+                    handle = state.prepared.get(("dot", "cublas-handle"))
+                    if handle is not None:
+                        handle.close()
                     state.err_word.release()
                     _driver.host_free(state.err_host)
                     _driver.stream_destroy(state.stream)

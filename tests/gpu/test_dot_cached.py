@@ -24,7 +24,8 @@ def _call(s, slot, dtype, rng, ls, ll, rs, rl, cfg, ol, alpha, beta, conj=(False
     s.dot_general_read_into_accum_cached(slot, lhs, rhs, cfg, Acc(alpha, beta, *conj), out)
     want = accum_ref(lv, rv, cfg, alpha, beta, o, *conj)
     k = int(np.prod([ls[a] for a in cfg.lhs_contracting_dims]))
-    check_close(down(s, out), want, dtype.value, k)
+    name = "tf32" if cfg.precision == "tf32" else dtype.value
+    check_close(down(s, out), want, name, k)
 
 
 @pytest.mark.parametrize("dtype", [tc.float32, tc.float64, tc.complex64, tc.bfloat16, tc.int32],

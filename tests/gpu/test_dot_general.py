@@ -63,11 +63,12 @@ def test_dot_general(s, rng, dtype, case):
 
 @pytest.mark.parametrize("dtype", [tc.float32, tc.complex64], ids=lambda d: d.value)
 def test_default_precision_is_exact_float32(s, dtype):
-    """1 + 2^-20 is not a TF32 value: a TF32 product would lose it."""
+    """1 + 2^-20 is not a TF32 value: a TF32 product rounds it to 1 and sums to exactly 64;
+    float32 arithmetic keeps part of it (how much depends on the summation order)."""
     x = np.full((64, 64), 1 + 2.0 ** -20, dtype.numpy)
     y = np.ones((64, 64), dtype.numpy)
     out = down(s, s.dot_general(s.upload_host_tensor(x), s.upload_host_tensor(y), C((1,), (0,))))
-    assert np.all(out == np.float32(64 + 2.0 ** -14))
+    assert np.all(out.real > 64) and np.all(out.real <= np.float32(64 + 2.0 ** -14))
 
 
 @pytest.mark.parametrize("dtype", [tc.float32, tc.complex64], ids=lambda d: d.value)
