@@ -5,6 +5,7 @@ UnsupportedDType* error) *before* anything is allocated or launched.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Sequence
 
 from ..dtypes import DType
@@ -23,7 +24,7 @@ def normalize_axes(axes: Sequence[int], rank: int, op: str, *, allow_negative: b
                    what: str = "axes") -> tuple[int, ...]:
     """Axes as ints in range(rank), no duplicates (ValidationError otherwise)."""
     try:
-        out = [int(a) for a in axes]
+        out = [operator.index(a) for a in axes]
     except TypeError:
         raise ValidationError(f"{what} must be a sequence of ints (got {axes!r})",
                               op=op) from None
