@@ -13,18 +13,20 @@ fresh compact tensor first (a Tensor cannot describe a strided layout).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from .. import shapes
 from ..errors import ValidationError
 from ..kernels.families.structural import tri_expression
 from ..shapes import structural as sshapes
 from ..tensor import Tensor, TensorView, compact_strides
 from ._layout import may_overlap
-from .structural_copy import PermuteCopyOps
+from .structural_copy import PermuteCopyOps, device_ptr
 from .structural_plan import U32_LIMIT, plan_tri
 
 
 class StructuralOps(PermuteCopyOps):
-    def transpose(self, x, perm) -> Tensor:
+    def transpose(self, x: Tensor | TensorView, perm: Sequence[int]) -> Tensor:
         """Permute axes: output axis i is input axis ``perm[i]``.
 
         Parameters
@@ -45,7 +47,7 @@ class StructuralOps(PermuteCopyOps):
 
     transpose_read = transpose
 
-    def reshape(self, x, shape) -> Tensor:
+    def reshape(self, x: Tensor | TensorView, shape: Sequence[int]) -> Tensor:
         """The elements of ``x`` in row-major order with a new ``shape``.
 
         Shares ``x``'s buffer when ``x`` is its whole buffer in row-major order; otherwise
@@ -66,7 +68,8 @@ class StructuralOps(PermuteCopyOps):
 
     reshape_read = reshape
 
-    def broadcast_in_dim(self, x, shape, dims) -> Tensor:
+    def broadcast_in_dim(self, x: Tensor | TensorView, shape: Sequence[int],
+                         dims: Sequence[int]) -> Tensor:
         """StableHLO ``broadcast_in_dim``: operand axis i becomes output axis ``dims[i]``.
 
         ``dims`` has one entry per operand axis, unique, in ``range(len(shape))`` (any
@@ -85,7 +88,7 @@ class StructuralOps(PermuteCopyOps):
 
     broadcast_in_dim_read = broadcast_in_dim
 
-    def extract_diagonal(self, x, axis_a: int, axis_b: int) -> Tensor:
+    def extract_diagonal(self, x: Tensor | TensorView, axis_a: int, axis_b: int) -> Tensor:
         """The diagonal of axes (``axis_a``, ``axis_b``): axis_b is removed and the
         diagonal (extent ``min(n_a, n_b)``) takes axis_a's place; see shapes/structural.
         """
@@ -99,9 +102,8 @@ class StructuralOps(PermuteCopyOps):
             self._perm_copy(TensorView(x.base, sh, st, x.offset), out, op)
         return out
 
-    extract_diagonal_read = extract_diagonal
 
-    def embed_diagonal(self, x, axis_a: int, axis_b: int) -> Tensor:
+    def embed_diagonal(self, x: Tensor | TensorView, axis_a: int, axis_b: int) -> Tensor:
         """Insert an axis of extent ``n_a`` at position ``axis_b`` and place ``x`` on the
         diagonal of that axis and input axis ``axis_a``; zeros elsewhere (the inverse of
         extract_diagonal; exact rule in shapes/structural).
@@ -117,18 +119,15 @@ class StructuralOps(PermuteCopyOps):
             self._perm_copy(x, TensorView(out, x.shape, st), op)
         return out
 
-    embed_diagonal_read = embed_diagonal
 
-    def tril(self, x, k: int = 0) -> Tensor:
+    def tril(self, x: Tensor | TensorView, k: int = 0) -> Tensor:
         """Lower triangle of the last two axes: keep (r, c) where ``c - r <= k``."""
         return self._triangle(x, k, "tril", upper=False)
 
-    def triu(self, x, k: int = 0) -> Tensor:
+    def triu(self, x: Tensor | TensorView, k: int = 0) -> Tensor:
         """Upper triangle of the last two axes: keep (r, c) where ``c - r >= k``."""
         return self._triangle(x, k, "triu", upper=True)
 
-    tril_read = tril
-    triu_read = triu
 
     def _triangle(self, x, k, op: str, upper: bool) -> Tensor:
         self._begin(op)
@@ -142,18 +141,18 @@ class StructuralOps(PermuteCopyOps):
         params = plan_tri(x.shape, self._operand(x), kk, upper, index)
         fn = self._fn("structural", tri_expression(x.itemsize, index))
         pack = self._pack(("tri_copy", len(params)), f"PPS{len(params)}")
-        packed = pack.pack(out.buffer.ptr, x.base.buffer.ptr, params)
+        packed = pack.pack(device_ptr(out, op), device_ptr(x.base, op), params)
         self._launch1d(fn, self._grid(n), packed, op)
         return out
 
-    def to_contiguous_read(self, x) -> Tensor:
+    def to_contiguous_read(self, x: Tensor | TensorView) -> Tensor:
         """A fresh compact copy of a tensor or view (``cuMemcpyAsync`` when compact)."""
         op = "to_contiguous_read"
         self._begin(op)
         self._resident(x, op)
         return self._materialize(x, op)
 
-    def copy_read_into(self, src, dst) -> None:
+    def copy_read_into(self, src: Tensor | TensorView, dst: Tensor | TensorView) -> None:
         """Overwrite every element of ``dst`` (a tensor or view) with ``src``.
 
         ``src`` and ``dst`` must have the same shape and dtype. Raises ValidationError when

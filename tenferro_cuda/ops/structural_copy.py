@@ -19,6 +19,7 @@ assume the caller has entered the op (``_begin``) and checked residency:
 from __future__ import annotations
 
 from .. import _driver
+from ..errors import RuntimeStateError
 from ..shapes import check_permutation
 from ..shapes.structural import int_tuple
 from ..tensor import Tensor, _Strided
@@ -37,11 +38,20 @@ def _compact(shape, strides) -> bool:
     return True
 
 
+def device_ptr(base: Tensor, op: str) -> int:
+    """The device address of a (residency-checked) tensor's buffer."""
+    buf = base.buffer
+    if buf is None:
+        raise RuntimeStateError("expected a device tensor; found a host tensor", op=op)
+    return buf.ptr
+
+
 class PermuteCopyOps(TransferOps):
     """Internal permutation copies shared by the structural ops and other families."""
 
     def _operand(self, t: _Strided) -> Operand:
-        return Operand(t.strides, t.offset, t.base.size, alignment(t.base.buffer.ptr))
+        return Operand(t.strides, t.offset, t.base.size,
+                       alignment(device_ptr(t.base, "structural")))
 
     def _perm_copy(self, src: _Strided, dst: _Strided, op: str) -> None:
         """Enqueue ``dst[...] = src[...]`` (validated by the caller; see module docs)."""
@@ -57,20 +67,20 @@ class PermuteCopyOps(TransferOps):
         if n == 0:
             return
         item = sbase.dtype.itemsize
-        sbuf, dbuf = sbase.buffer, dbase.buffer
+        sptr, dptr = device_ptr(sbase, op), device_ptr(dbase, op)
         if _compact(shape, ss) and _compact(shape, ds):
-            _driver.memcpy_dtod_async(dbuf.ptr + do * item, sbuf.ptr + so * item, n * item,
+            _driver.memcpy_dtod_async(dptr + do * item, sptr + so * item, n * item,
                                       self._state.stream, op)
             return
-        plan = cached_plan((tuple(shape), tuple(ss), so, sbase.size, alignment(sbuf.ptr),
-                            tuple(ds), do, dbase.size, alignment(dbuf.ptr), item))
+        plan = cached_plan((tuple(shape), tuple(ss), so, sbase.size, alignment(sptr),
+                            tuple(ds), do, dbase.size, alignment(dptr), item))
         if plan is None:  # more tiles than a grid holds: the generic element-wise copy
             TransferOps._copy_into(self, sbase.view(shape, ss, so), dbase.view(shape, ds, do),
                                    op)
             return
         pack = self._pack(("permute", plan.codes), plan.codes)
         self._launch(self._fn("permute", plan.expression), plan.grid, THREADS,
-                     pack.pack(dbuf.ptr, sbuf.ptr, plan.params), op)
+                     pack.pack(dptr, sptr, plan.params), op)
 
     def _materialize(self, view: _Strided, op: str) -> Tensor:
         out = self._alloc(view.dtype, view.shape, op)
