@@ -82,6 +82,14 @@ class PermuteCopyOps(TransferOps):
         self._launch(self._fn("permute", plan.expression), plan.grid, THREADS,
                      pack.pack(dptr, sptr, plan.params), op)
 
+    # The session's storage copies (downloads of views, copy_to, other families) take the
+    # permutation kernels; TransferOps keeps the generic element-wise copy as the fallback.
+    def _copy_into(self, src: _Strided, dst: _Strided, op: str) -> None:
+        self._perm_copy(src, dst, op)
+
+    def _compact(self, view: _Strided, op: str) -> Tensor:
+        return self._materialize(view, op)
+
     def _materialize(self, view: _Strided, op: str) -> Tensor:
         out = self._alloc(view.dtype, view.shape, op)
         self._perm_copy(view, out, op)
