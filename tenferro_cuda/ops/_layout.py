@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from ..kernels.args import layout_bytes
 from ..tensor import _Strided
 
-U32_LIMIT = 1 << 32
+U32_LIMIT = 1 << 31  # i + grid stride stays below 2^32
 
 
 def coalesce(shape: Sequence[int], *strides: Sequence[int]):

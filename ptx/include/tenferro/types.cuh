@@ -184,6 +184,12 @@ template <> struct conv<bfloat16> {
   template <class From> static __device__ __forceinline__ bfloat16 go(From v) { return make_bf16(parts<From>::re(v)); }
   static __device__ __forceinline__ bfloat16 go(bfloat16 v) { return v; }
   static __device__ __forceinline__ bfloat16 go(float v) { return make_bf16(v); }
+  // int64 rounded once: toward zero into float, sticky bit when inexact, then RNE.
+  static __device__ __forceinline__ bfloat16 go(i64 v) {
+    float f = __ll2float_rz(v);
+    if (__float2ll_rz(f) != v) f = __uint_as_float(__float_as_uint(f) | 1u);
+    return make_bf16(f);
+  }
   static __device__ __forceinline__ bfloat16 go(complex<float> v) { return make_bf16(v.re); }
 };
 template <class R> struct conv<complex<R> > {
