@@ -47,6 +47,16 @@ def main() -> int:
     names = [m.name for m in pkgutil.iter_modules(benches.__path__) if m.name != "common"]
     chosen = args.families or ["foundation"] + [n for n in sorted(names) if n != "foundation"]
     rows, failures = [], []
+    out = Path(args.json)
+    out.parent.mkdir(parents=True, exist_ok=True)
+
+    def save() -> None:  # after every family, so a run cut short keeps what it measured
+        out.write_text(json.dumps({
+            "gpu": info.name, "date": datetime.date.today().isoformat(),
+            "command": "make bench", "copy_bandwidth_gbps": copy_bw,
+            "rows": [r.as_dict() for r in rows], "failures": [f[0] for f in failures],
+        }, indent=1))
+
     with tc.cuda_exec_session(0) as s:
         info = s.device_info()
         copy_bw = None
@@ -67,13 +77,7 @@ def main() -> int:
                       f" torch {_fmt(row.torch):>9} cupy {_fmt(row.cupy):>9} {_ratio(row):>7}"
                       f" {share:>5} {row.target}", flush=True)
                 rows.append(row)
-    out = Path(args.json)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({
-        "gpu": info.name, "date": datetime.date.today().isoformat(),
-        "command": "make bench", "copy_bandwidth_gbps": copy_bw,
-        "rows": [r.as_dict() for r in rows], "failures": [f[0] for f in failures],
-    }, indent=1))
+            save()
     return 1 if failures else 0
 
 
