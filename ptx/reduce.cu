@@ -73,9 +73,10 @@ __device__ __forceinline__ typename Op::acc row_item(const In* in, const Layout&
   const I o = w / nchunks;
   const I j0 = (w - o * nchunks) * chunk;
   const I j1 = j0 + chunk < total ? j0 + chunk : total;
+  // offset_of (unrolled) where the offset is taken once per item or per element; the
+  // rank-sized loop of rd::offset once per run (fewer registers in the hot loops).
   const In* base = in + offset_of<I>(kept, o);
   if (flat) {
-#pragma unroll 4
     for (I j = j0 + lane; j < j1; j += group) {
       const I r = j / run;
       a = fold<Op>(a, base[offset_of<I>(outer, r) + (i64)(j - r * run) * run_stride]);
@@ -85,7 +86,7 @@ __device__ __forceinline__ typename Op::acc row_item(const In* in, const Layout&
     for (I r = r0; r <= r1; ++r) {
       const I c0 = r == r0 ? j0 - r * run : 0;
       const I c1 = r == r1 ? j1 - r * run : run;
-      a = fold_run<Op>(a, base + offset_of<I>(outer, r), c0, c1, run_stride, lane, group);
+      a = fold_run<Op>(a, base + offset<I>(outer, r), c0, c1, run_stride, lane, group);
     }
   }
   return a;
@@ -113,7 +114,7 @@ __device__ __forceinline__ void col_item(const In* in, const Layout& oin, const 
   const I o = x / ncv;
   const I k = (x - o * ncv) * (I)V;
   i64 ib, ob;
-  offsets_of2<I>(oin, oout, o, ib, ob);
+  offset2<I>(oin, oout, o, ib, ob);
   const In* p = in + ib + (i64)k * col_in;
   A a[V];
 #pragma unroll
@@ -122,7 +123,7 @@ __device__ __forceinline__ void col_item(const In* in, const Layout& oin, const 
     const I ro = r / run;
     const I c = r - ro * run;
     const I n = (run - c < r1 - r) ? run - c : r1 - r;
-    const In* q = p + offset_of<I>(outer, ro) + (i64)c * rs;
+    const In* q = p + offset<I>(outer, ro) + (i64)c * rs;
     I i = 0;
     for (; i + 4 <= n; i += 4, q += 4 * rs) {
       fold_cols<Op, In, V>(a, q);

@@ -138,6 +138,38 @@ __device__ __forceinline__ typename Op::acc block_reduce(typename Op::acc v,
   return v;
 }
 
+// ---- layout offsets -------------------------------------------------------------------------
+// Like offset_of / offsets_of2 (layout.cuh) but as a loop over the layout's own rank, not
+// unrolled over TF_MAX_RANK: the reduction kernels take offsets once per output, run or
+// row, so a smaller kernel (faster to compile, fewer registers) costs nothing measurable.
+// Kernel parameters are indexed in place (ld.param), no local copy.
+template <class I> __device__ __forceinline__ i64 offset(const Layout& L, I linear) {
+  i64 off = L.offset;
+#pragma unroll 1
+  for (int d = L.ndim - 1; d >= 0; --d) {
+    const I s = (I)L.shape[d];
+    const I q = linear / s;
+    off += (i64)(linear - q * s) * L.stride[d];
+    linear = q;
+  }
+  return off;
+}
+template <class I>
+__device__ __forceinline__ void offset2(const Layout& A, const Layout& B, I linear, i64& oa,
+                                        i64& ob) {
+  oa = A.offset;
+  ob = B.offset;
+#pragma unroll 1
+  for (int d = A.ndim - 1; d >= 0; --d) {
+    const I s = (I)A.shape[d];
+    const I q = linear / s;
+    const i64 i = (i64)(linear - q * s);
+    oa += i * A.stride[d];
+    ob += i * B.stride[d];
+    linear = q;
+  }
+}
+
 // ---- 16-byte vectors ---------------------------------------------------------------------
 template <class T> struct __align__(16) vec16 {
   enum { n = 16 / sizeof(T) };
