@@ -85,7 +85,9 @@ inline float __int_as_float(int i) { float f; std::memcpy(&f, &i, 4); return f; 
 inline float __uint_as_float(unsigned u) { float f; std::memcpy(&f, &u, 4); return f; }
 inline unsigned __float_as_uint(float f) { unsigned u; std::memcpy(&u, &f, 4); return u; }
 inline double __longlong_as_double(long long i) { double d; std::memcpy(&d, &i, 8); return d; }
-inline float __double2float_rz(double d) { return (float)d; }
+inline float __double2float_rz(double d) { return (float)d; }  // (rounding mode unused here)
+inline float __ll2float_rz(long long v) { return (float)v; }
+inline long long __float2ll_rz(float f) { return (long long)f; }
 inline int atomicCAS(int* p, int c, int v) {
   return __atomic_compare_exchange_n(p, &c, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST), c;
 }
