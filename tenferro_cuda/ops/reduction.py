@@ -24,7 +24,8 @@ from ..tensor import Tensor, TensorView
 from ._base import OpsBase
 
 _CACHE_MAX = 2048
-_plans: dict = {}
+_plans: dict = {}  # validated layout -> prepared steps
+_calls: dict = {}  # (layout, axes exactly as passed: a tuple of ints) -> validated call
 _exprs: dict = {}
 _occupancy: dict = {}
 
@@ -155,14 +156,28 @@ class ReductionOps(OpsBase):
     def _reduce(self, kind: str, x, axes, op: str) -> Tensor:
         self._begin(op)
         self._resident(x, op)
-        ax, out_shape, count = shp.infer_reduce(kind, x.dtype, x.shape, axes, op)
+        aligned = x.base.buffer.ptr % 16 == 0  # pool buffers are; adopted ones may not be
+        key = None
+        if type(axes) is tuple and all(type(a) is int for a in axes):
+            key = (self._rt.identity.serial, kind, x.dtype, x.shape, x.strides, x.offset,
+                   axes, aligned)
+        call = _calls.get(key) if key is not None else None
+        if call is None:  # validate (raises before anything is allocated) and plan
+            ax, out_shape, count = shp.infer_reduce(kind, x.dtype, x.shape, axes, op)
+            work = count != 0 and 0 not in out_shape
+            steps = self._reduce_steps(kind, x, ax, aligned) if work else None
+            call = (ax, out_shape, count, steps)
+            if key is not None:
+                if len(_calls) >= _CACHE_MAX:
+                    _calls.clear()
+                _calls[key] = call
+        ax, out_shape, count, steps = call
         out = self._alloc(x.dtype, out_shape, op)
         if out.size == 0:
             return out
         if count == 0:
             self._fill(out, 0 if kind == "sum" else 1, op)
             return out
-        steps = self._reduce_steps(kind, x, ax)
         if steps is None:  # nothing reduced (extent-1 axes): a copy of the kept axes
             keep = [i for i in range(x.ndim) if i not in ax]
             src = TensorView(x.base, out_shape, [x.strides[i] for i in keep], x.offset)
@@ -182,9 +197,9 @@ class ReductionOps(OpsBase):
             src_ptr = dst_ptr
         return out
 
-    def _reduce_steps(self, kind: str, x, ax: tuple[int, ...]) -> tuple[_Step, ...] | None:
+    def _reduce_steps(self, kind: str, x, ax: tuple[int, ...],
+                      aligned: bool) -> tuple[_Step, ...] | None:
         """The prepared launches of this reduction (cached per layout), None for a copy."""
-        aligned = x.base.buffer.ptr % 16 == 0  # pool buffers are; adopted ones may not be
         key = (self._rt.identity.serial, kind, x.dtype, x.shape, x.strides, x.offset, ax,
                aligned)
         try:

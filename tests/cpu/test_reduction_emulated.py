@@ -224,8 +224,10 @@ def s(lib):
         for name, value in [("MIN_CHUNK", 64), ("BLOCK_GROUP_MIN", 48), ("MIN_ROWS", 4)]:
             mp.setattr(reduction_plan, name, value)
         reduction_ops._plans.clear()
+        reduction_ops._calls.clear()
         yield EmuSession(*lib)
         reduction_ops._plans.clear()
+        reduction_ops._calls.clear()
 
 
 # --- reductions ---------------------------------------------------------------------------
@@ -349,6 +351,16 @@ def test_empty_reductions_fill_identities(s):
     np.testing.assert_array_equal(s.down(s.reduce_sum(z, (1,))), np.zeros((3, 2)))
     np.testing.assert_array_equal(s.down(s.reduce_prod(z, (1,))), np.ones((3, 2)))
     assert s.down(s.reduce_max(z, (0,))).shape == (0, 2)
+
+
+def test_cached_calls_still_validate(s):
+    t = s.up(np.ones((3, 4), np.float32))
+    s.reduce_sum(t, (1,))
+    s.reduce_sum(t, (1,))  # served from the call cache
+    for bad in ((True,), (np.int64(1), 1), [1, 1]):
+        with pytest.raises(ValidationError):
+            s.reduce_sum(t, bad)
+    np.testing.assert_array_equal(s.down(s.reduce_sum(t, [np.int64(1)])), np.full(3, 4.0))
 
 
 def test_same_bits_every_run(s):
