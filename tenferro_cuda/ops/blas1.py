@@ -26,6 +26,18 @@ _ACC = {DType.INT8: DType.INT32, DType.UINT8: DType.INT32, DType.INT32: DType.IN
         DType.FLOAT16: DType.FLOAT32, DType.BFLOAT16: DType.FLOAT32}
 
 
+_exprs: dict = {}
+
+
+def _expr(entry: str, *targs: str) -> str:
+    """The name expression of a blas1 instantiation (memoized: no formatting per call)."""
+    key = (entry, targs)
+    e = _exprs.get(key)
+    if e is None:
+        e = _exprs[key] = fam.FAMILY.entry(entry).expression(*targs)
+    return e
+
+
 def _cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
@@ -134,14 +146,14 @@ class Blas1Ops(OpsBase):
             return
         beta_zero = int(np.frombuffer(b, dtype.numpy)[0] == 0)
         if x.is_contiguous and y.is_contiguous and (x.data_ptr() | y.data_ptr()) % 16 == 0:
-            fn = self._fn("blas1", fam.FAMILY.entry("axpby_contig").expression(dtype.ctype))
+            fn = self._fn("blas1", _expr("axpby_contig", dtype.ctype))
             pack = self._pack(("axpby_contig", dtype.itemsize), axpby_contig_codes(dtype))
             params = pack.pack(y.data_ptr(), x.data_ptr(), a, b, beta_zero, n)
             self._launch1d(fn, self._grid(n, per_thread=16 // dtype.itemsize), params, op)
             return
         _, (yl, xl) = layouts_for(y.shape, y, x)
         itype = index_type(n)
-        fn = self._fn("blas1", fam.FAMILY.entry("axpby_strided").expression(dtype.ctype, itype))
+        fn = self._fn("blas1", _expr("axpby_strided", dtype.ctype, itype))
         pack = self._pack(("axpby_strided", dtype.itemsize, itype),
                           axpby_strided_codes(dtype, itype))
         params = pack.pack(y.base.buffer.ptr, yl, x.base.buffer.ptr, xl, a, b, beta_zero, n)
@@ -158,7 +170,7 @@ class Blas1Ops(OpsBase):
         a = a if _aligned(a) else self._compact(a, op)
         b = a if b is None else (b if _aligned(b) else self._compact(b, op))
         targ = fam.map_arg(map_name, dtype.ctype)
-        first = fam.FAMILY.entry("flat_partials").expression(targ)
+        first = _expr("flat_partials", targ)
         nchunks = max(1, min(resident_blocks(self, "blas1", first), _cdiv(n, MIN_FLAT_CHUNK)))
         chunk = _cdiv(_cdiv(n, nchunks), 64) * 64  # a multiple of every vector width
         nchunks = _cdiv(n, chunk)
@@ -167,7 +179,7 @@ class Blas1Ops(OpsBase):
         pack = self._pack(("flat_partials",), FLAT_PARTIALS_CODES)
         params = pack.pack(a.data_ptr(), b.data_ptr(), n, chunk, partials.data_ptr())
         self._launch(self._fn("blas1", first), (nchunks, 1, 1), (BLOCK, 1, 1), params, op)
-        fn = self._fn("blas1", fam.FAMILY.entry("flat_finish").expression(targ))
+        fn = self._fn("blas1", _expr("flat_finish", targ))
         pack = self._pack(("flat_finish",), FLAT_FINISH_CODES)
         self._launch(fn, (1, 1, 1), (BLOCK, 1, 1),
                      pack.pack(partials.data_ptr(), nchunks, out.data_ptr()), op)
