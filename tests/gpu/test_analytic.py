@@ -56,6 +56,13 @@ def test_special_values(s, op, dtype):
     arrays = _special_operands(op, dtype)
     got = down(s, getattr(s, op)(*[up(s, a) for a in arrays]))
     want, _ = REF[op](*arrays)
+    if dtype.is_complex and op == "pow":
+        # Complex pow has no standard special-value table (C99 leaves cpow open): it is
+        # exp(b log a). Finite results must match numpy; where numpy's result is not
+        # finite, ours must not be finite either (inf and nan parts may differ).
+        fin = np.isfinite(want)
+        assert not np.isfinite(got[~fin]).any()
+        got, want = got[fin], want[fin]
     assert mismatch(got, want, tolerance(op, dtype.numpy)) is None
 
 

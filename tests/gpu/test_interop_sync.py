@@ -72,6 +72,7 @@ def test_import_waits_for_busy_torch_stream(s, torch):
     s.from_dlpack(torch.zeros(4, device="cuda:0"))  # first-use costs out of the timed part
     side = torch.cuda.Stream()
     y = _busy_torch_result(torch, side)
+    assert not side.query(), "the busy work finished before the import began"
     with torch.cuda.stream(side):  # the producer's current stream is the one writing y
         t = s.from_dlpack(y)
     assert not side.query(), "the producer finished too early for this test to mean much"
@@ -91,6 +92,7 @@ def test_import_cai_waits_for_busy_cupy_stream(s, cupy):
             acc = acc @ a * (1.0 / BUSY_N)
         y[...] = acc.ravel()[: y.size] * 0 + 7
         iface = y.__cuda_array_interface__
+        assert not side.done, "the busy work finished before the import began"
         t = s.from_cuda_array_interface(y)
     assert iface.get("stream") == side.ptr
     assert not side.done, "the producer finished too early for this test to mean much"
