@@ -22,7 +22,9 @@
 #include "ops.cuh"
 
 #define TF_EW_BLOCK 256
+#ifndef TF_EW_UNROLL  // must match elementwise_engine.UNROLL
 #define TF_EW_UNROLL 2
+#endif
 #define TF_EW_TILE 32
 #define TF_EW_TILE_ROWS 8
 
