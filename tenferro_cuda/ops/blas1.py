@@ -15,7 +15,7 @@ from ..dtypes import DType
 from ..errors import ValidationError
 from ..kernels.families import blas1 as fam
 from ..shapes import reduction as shp
-from ..tensor import Tensor, _Strided
+from ..tensor import Tensor, TensorView, _Strided
 from ._base import OpsBase
 from ._layout import index_type, layouts_for, may_overlap
 from .reduction import BLOCK, resident_blocks
@@ -82,15 +82,28 @@ def self_overlapping(shape, strides) -> bool:
 
 
 class Blas1Ops(OpsBase):
-    def vdot_read(self, lhs, rhs) -> Tensor:
+    def vdot_read(self, lhs: Tensor | TensorView, rhs: Tensor | TensorView) -> Tensor:
         """Sum of ``conj(lhs) * rhs`` over all elements, as a rank-0 device tensor.
 
-        ``lhs`` and ``rhs``: device tensors or views of one shape and one numeric dtype
-        (rank <= 8). The result has that dtype (integers wrap, float16/bfloat16 accumulate
-        in float32; zero elements give 0). Nothing waits for the device.
+        Parameters
+        ----------
+        lhs, rhs : Tensor or TensorView
+            Device tensors or views of one shape and one numeric dtype, rank <= 8.
 
-        Raises ``ValidationError`` (shape or dtype mismatch, rank > 8),
-        ``UnsupportedDTypeError`` (bool), ``RuntimeStateError`` (not resident, closed).
+        Returns
+        -------
+        Tensor
+            Rank 0, the inputs' dtype: integers wrap, float16/bfloat16 accumulate in
+            float32; zero elements give 0. Enqueued only: nothing waits for the device.
+
+        Raises
+        ------
+        ValidationError
+            Shape or dtype mismatch; rank > 8.
+        UnsupportedDTypeError
+            bool inputs.
+        RuntimeStateError
+            An input is not resident on this session's device; closed session.
         """
         op = "vdot_read"
         self._begin(op)
@@ -99,12 +112,28 @@ class Blas1Ops(OpsBase):
         dtype = shp.infer_vdot(lhs.dtype, lhs.shape, rhs.dtype, rhs.shape, op)
         return self._flat_reduce("tf::bl::Vdot", dtype, dtype, lhs, rhs, op)
 
-    def norm_squared_read(self, input) -> Tensor:
+    def norm_squared_read(self, input: Tensor | TensorView) -> Tensor:
         """Sum of ``|x|^2`` over all elements (no square root), as a rank-0 device tensor.
 
-        The result dtype is the real dtype of ``input`` (complex64 -> float32); integers
-        wrap, float16/bfloat16 accumulate in float32; zero elements give 0. Errors as for
-        ``vdot_read``.
+        Parameters
+        ----------
+        input : Tensor or TensorView
+            A device tensor or view of a numeric dtype, rank <= 8.
+
+        Returns
+        -------
+        Tensor
+            Rank 0, the real dtype of ``input`` (complex64 -> float32): integers wrap,
+            float16/bfloat16 accumulate in float32; zero elements give 0. Enqueued only.
+
+        Raises
+        ------
+        ValidationError
+            rank > 8.
+        UnsupportedDTypeError
+            bool input.
+        RuntimeStateError
+            ``input`` is not resident on this session's device; closed session.
         """
         op = "norm_squared_read"
         self._begin(op)
@@ -112,7 +141,8 @@ class Blas1Ops(OpsBase):
         real = shp.infer_norm_squared(input.dtype, input.shape, op)
         return self._flat_reduce("tf::bl::NormSq", input.dtype, real, input, None, op)
 
-    def axpby_read_into_accum(self, alpha, x, beta, y) -> None:
+    def axpby_read_into_accum(self, alpha: complex, x: Tensor | TensorView, beta: complex,
+                              y: Tensor | TensorView) -> None:
         """``y <- alpha * x + beta * y`` in place, in one pass.
 
         Parameters

@@ -12,6 +12,7 @@ Everything is enqueued on the session stream; nothing waits for the device.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import NamedTuple
 
 from .. import _driver
@@ -93,7 +94,7 @@ def _step(kind: str, dtype: DType, pdtype: DType, p) -> _Step:
 
 
 class ReductionOps(OpsBase):
-    def reduce_sum(self, input, axes) -> Tensor:
+    def reduce_sum(self, input: Tensor | TensorView, axes: Sequence[int]) -> Tensor:
         """Sum over ``axes`` (removed from the shape).
 
         Parameters
@@ -120,35 +121,54 @@ class ReductionOps(OpsBase):
         """
         return self._reduce("sum", input, axes, "reduce_sum")
 
-    def reduce_sum_read(self, input, axes) -> Tensor:
+    def reduce_sum_read(self, input: Tensor | TensorView, axes: Sequence[int]) -> Tensor:
         """``reduce_sum`` of an owned tensor or a borrowed view (see ``reduce_sum``)."""
         return self._reduce("sum", input, axes, "reduce_sum_read")
 
-    def reduce_prod(self, input, axes) -> Tensor:
+    def reduce_prod(self, input: Tensor | TensorView, axes: Sequence[int]) -> Tensor:
         """Product over ``axes``; like ``reduce_sum`` (the product of zero elements is 1)."""
         return self._reduce("prod", input, axes, "reduce_prod")
 
-    def reduce_prod_read(self, input, axes) -> Tensor:
+    def reduce_prod_read(self, input: Tensor | TensorView, axes: Sequence[int]) -> Tensor:
         """``reduce_prod`` of an owned tensor or a borrowed view."""
         return self._reduce("prod", input, axes, "reduce_prod_read")
 
-    def reduce_max(self, input, axes) -> Tensor:
-        """Maximum over ``axes``; NaN propagates.
+    def reduce_max(self, input: Tensor | TensorView, axes: Sequence[int]) -> Tensor:
+        """Maximum over ``axes`` (removed from the shape); NaN propagates.
 
-        Like ``reduce_sum``, but complex dtypes raise ``UnsupportedDTypeError`` and reducing
-        zero elements (an axis of extent 0) raises ``ValidationError``.
+        Parameters
+        ----------
+        input : Tensor or TensorView
+            A device tensor of this session; integer or real float dtype, rank <= 8.
+        axes : sequence of int
+            Distinct axes in ``range(input.ndim)``; ``()`` returns a copy.
+
+        Returns
+        -------
+        Tensor
+            Same dtype as ``input``.
+
+        Raises
+        ------
+        ValidationError
+            Bad, out-of-range or duplicate axes; rank > 8; zero elements to reduce (an
+            axis of extent 0 among ``axes``).
+        UnsupportedDTypeError
+            bool or complex input.
+        RuntimeStateError
+            ``input`` is not resident on this session's device; closed session.
         """
         return self._reduce("max", input, axes, "reduce_max")
 
-    def reduce_max_read(self, input, axes) -> Tensor:
+    def reduce_max_read(self, input: Tensor | TensorView, axes: Sequence[int]) -> Tensor:
         """``reduce_max`` of an owned tensor or a borrowed view."""
         return self._reduce("max", input, axes, "reduce_max_read")
 
-    def reduce_min(self, input, axes) -> Tensor:
+    def reduce_min(self, input: Tensor | TensorView, axes: Sequence[int]) -> Tensor:
         """Minimum over ``axes``; NaN propagates (see ``reduce_max``)."""
         return self._reduce("min", input, axes, "reduce_min")
 
-    def reduce_min_read(self, input, axes) -> Tensor:
+    def reduce_min_read(self, input: Tensor | TensorView, axes: Sequence[int]) -> Tensor:
         """``reduce_min`` of an owned tensor or a borrowed view."""
         return self._reduce("min", input, axes, "reduce_min_read")
 
