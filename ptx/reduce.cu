@@ -10,8 +10,8 @@
 // reduce_cols: thread x owns column (or V adjacent columns, 16-byte loads when `vec`) k of
 //   outer kept index o and walks reduced rows [s*chunk, ...) with s = the thread's y index;
 //   adjacent threads read adjacent columns, so every row is read coalesced. Reduced row r
-//   sits at offset_of(outer, r / run) + (r % run) * rs (runs of equally spaced rows). It writes
-//   out[s*plane + offset_of(oout, o) + k*col_out].
+//   sits at offset_of(outer, r / run) + (r % run) * rs (runs of equally spaced rows). It
+//   writes out[s*plane + offset_of(oout, o) + k*col_out].
 // A pass writes either the result (Out = T) or per-chunk partials (Out = the partial
 // type) that the next pass reduces: a fixed tree and no atomics, so the bits of a result
 // do not change from run to run.

@@ -38,8 +38,12 @@ template <> struct bound<float> {
   static __device__ __forceinline__ float hi() { return __int_as_float(0x7f800000); }
 };
 template <> struct bound<double> {
-  static __device__ __forceinline__ double lo() { return __longlong_as_double(0xfff0000000000000LL); }
-  static __device__ __forceinline__ double hi() { return __longlong_as_double(0x7ff0000000000000LL); }
+  static __device__ __forceinline__ double lo() {
+    return __longlong_as_double((i64)0xfff0000000000000ULL);
+  }
+  static __device__ __forceinline__ double hi() {
+    return __longlong_as_double((i64)0x7ff0000000000000ULL);
+  }
 };
 
 // ---- arithmetic on accumulators ----------------------------------------------------------
@@ -99,8 +103,12 @@ __device__ __forceinline__ typename Op::acc fold(typename Op::acc a, In v) {
 
 // ---- warp shuffles -------------------------------------------------------------------------
 #define TF_FULL_MASK 0xffffffffu
-__device__ __forceinline__ float shfl(float v, int m) { return __shfl_xor_sync(TF_FULL_MASK, v, m); }
-__device__ __forceinline__ double shfl(double v, int m) { return __shfl_xor_sync(TF_FULL_MASK, v, m); }
+__device__ __forceinline__ float shfl(float v, int m) {
+  return __shfl_xor_sync(TF_FULL_MASK, v, m);
+}
+__device__ __forceinline__ double shfl(double v, int m) {
+  return __shfl_xor_sync(TF_FULL_MASK, v, m);
+}
 __device__ __forceinline__ int shfl(int v, int m) { return __shfl_xor_sync(TF_FULL_MASK, v, m); }
 __device__ __forceinline__ u32 shfl(u32 v, int m) { return __shfl_xor_sync(TF_FULL_MASK, v, m); }
 __device__ __forceinline__ i64 shfl(i64 v, int m) { return __shfl_xor_sync(TF_FULL_MASK, v, m); }
