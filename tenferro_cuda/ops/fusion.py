@@ -1,0 +1,259 @@
+"""``execute_elementwise_fusion``: one generated kernel for an ``ElementwiseFusionPlan``.
+
+The call validates everything first (residency of every input, the dtype and shape rules
+of every instruction: ``shapes/fusion.py``), then either declines (returns None: outputs
+of different shapes, too many inputs/outputs/instructions, a walk of more than 8 axes) or
+compiles the plan once per (plan, input dtypes, layout class) through the kernel cache
+(memory and disk: ``CudaRuntime.function_from_source``), allocates one compact tensor per
+output and launches one kernel that reads each input once and writes each output once.
+
+The **hot path**: a repeated plan over compact ``Tensor`` operands of one shape (rank-0
+operands broadcast) whose dtypes match the last contiguous launch of this plan on this
+thread reuses that launch's prepared function and ArgPack: no typing, no layout work, no
+code generation; only residency, dtype and shape checks, the output allocations, one
+``struct.pack_into`` and the launch. Anything else takes the general path, which also
+raises the typed errors. Integer division by zero (and a negative integer exponent) in a
+fused kernel is a deferred error raised by ``synchronize()`` like the unfused ops'.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from .. import _driver
+from ..configs.fusion import ElementwiseFusionPlan
+from ..dtypes import DType
+from ..errors import ValidationError
+from ..fusion_codegen import UNROLL, arg_codes, generate, spec_for
+from ..kernels.args import ArgPack, layout_bytes
+from ..runtime import error_code
+from ..shapes.fusion import TypedPlan, output_shape, type_plan
+from ..tensor import Tensor, _Strided
+from ._base import BLOCK, OpsBase
+from .elementwise_engine import base_ptr, resident_blocks
+from .elementwise_layout import CHUNK, chunks
+from .fusion_walk import Walk, walk
+
+OP = "execute_elementwise_fusion"
+_launch3 = _driver.launch3
+_new = object.__new__
+_prod = math.prod
+
+
+class FusionPrep:
+    """A compiled plan for one (input dtypes, layout classes), on one thread."""
+
+    __slots__ = ("fn", "pack", "contig", "nin", "dtypes", "classes", "outs", "per_block",
+                 "cap", "err", "cdiv", "cpow", "pool", "stream", "dom")
+    fn: Any
+    pack: ArgPack
+    contig: bool
+    nin: int
+    dtypes: tuple[DType, ...]  # per input
+    classes: str  # per input: c, s, l, u
+    outs: tuple[tuple[DType, int], ...]  # (dtype, itemsize) per output
+    per_block: int  # elements per block and grid-stride step
+    cap: int  # blocks in one full wave
+    err: int  # the error word (0: no live op can raise)
+    cdiv: int
+    cpow: int
+    pool: Any
+    stream: Any
+    dom: int
+
+
+class FusionEntry:
+    """Per plan and thread: typed plans and preps by their keys; the hot-path prep."""
+
+    __slots__ = ("fast", "typed", "preps")
+
+    def __init__(self) -> None:
+        self.fast: FusionPrep | None = None
+        self.typed: dict[tuple, TypedPlan] = {}
+        self.preps: dict[tuple, FusionPrep] = {}
+
+
+class FusionOps(OpsBase):
+    """The fusion method of the session (see the module docstring)."""
+
+    def execute_elementwise_fusion(self, inputs: Sequence, plan: ElementwiseFusionPlan
+                                   ) -> list[Tensor] | None:
+        """Run ``plan`` over ``inputs`` in one kernel.
+
+        Parameters
+        ----------
+        inputs : sequence of Tensor or TensorView
+            ``plan.num_inputs`` device operands of this session: tensors, strided views
+            (any strides, including 0 from ``fusion_views.broadcast_view``) or rank-0
+            tensors (broadcast).
+        plan : ElementwiseFusionPlan
+            The SSA list of operations.
+
+        Returns
+        -------
+        list of Tensor or None
+            One new compact tensor per ``plan.outputs`` entry (the work is enqueued), or
+            None when the plan cannot run as one kernel (docs/fusion.md: outputs of
+            different shapes, more than 16 inputs or 8 outputs or 256 instructions, a
+            walk of more than 8 strided axes).
+
+        Raises
+        ------
+        ValidationError
+            Wrong number of inputs, a dtype or shape mismatch in an instruction, not a plan.
+        UnsupportedDTypeError
+            An instruction's operation is not defined for its dtype.
+        UnsupportedDTypeConversionError
+            A ``convert`` the promotion lattice does not allow.
+        RuntimeStateError
+            An input is not resident on this session, or the session is closed.
+        """
+        state = self._begin(OP)
+        entry = state.prepared.get(plan) if type(plan) is ElementwiseFusionPlan else None
+        prep = entry.fast if entry is not None else None
+        if prep is not None and (type(inputs) is list or type(inputs) is tuple) \
+                and len(inputs) == prep.nin:
+            dom, st = prep.dom, prep.stream
+            shape: tuple[int, ...] = ()
+            strides: tuple[int, ...] = ()
+            ptrs = []
+            acc = 0
+            for x, dt, c in zip(inputs, prep.dtypes, prep.classes):
+                if type(x) is not Tensor or x.dtype is not dt:
+                    break
+                b = x.buffer
+                if b is None or b.freed or b.domain != dom or b.stream is not st:
+                    break
+                if c == "c":
+                    if not x.shape or (shape and x.shape != shape):
+                        break
+                    shape, strides = x.shape, x.strides
+                    acc |= b.ptr
+                    ptrs.append(b.ptr)
+                elif c == "s":
+                    if x.shape:
+                        break
+                    ptrs.append(b.ptr)
+            else:
+                n = _prod(shape)
+                if 0 < n < CHUNK:
+                    outs = []
+                    optrs = []
+                    for dt, item in prep.outs:
+                        buf = prep.pool.alloc(n * item, st, OP)
+                        t = _new(Tensor)
+                        t.dtype, t.shape, t.strides, t.offset, t.buffer, t.host = \
+                            dt, shape, strides, 0, buf, None
+                        outs.append(t)
+                        optrs.append(buf.ptr)
+                        acc |= buf.ptr
+                    blocks = (n + prep.per_block - 1) // prep.per_block
+                    params = prep.pack.pack(*optrs, *ptrs, n, 0 if acc & 15 else 1, prep.err,
+                                            prep.cdiv, prep.cpow)
+                    _launch3(prep.fn, blocks if blocks < prep.cap else prep.cap, BLOCK, st,
+                             params, OP)
+                    return outs
+        return self._fusion_general(inputs, plan, state)
+
+    # --- the general path --------------------------------------------------------------
+    def _fusion_general(self, inputs, plan, state) -> list[Tensor] | None:
+        if not isinstance(plan, ElementwiseFusionPlan):
+            raise ValidationError(f"plan must be an ElementwiseFusionPlan (got "
+                                  f"{type(plan).__name__})", op=OP)
+        if isinstance(inputs, _Strided) or not isinstance(inputs, Sequence):
+            raise ValidationError(f"inputs must be a sequence of tensors (got "
+                                  f"{type(inputs).__name__})", op=OP)
+        inputs = tuple(inputs)
+        if len(inputs) != plan.num_inputs:
+            raise ValidationError(f"the plan takes {plan.num_inputs} input(s) (got "
+                                  f"{len(inputs)})", op=OP)
+        for k, x in enumerate(inputs):
+            self._resident(x, OP, f"inputs[{k}]")
+        entry = state.prepared.get(plan)
+        if entry is None:
+            entry = state.prepared[plan] = FusionEntry()
+        dtypes = tuple(x.dtype for x in inputs)
+        scalars = tuple(x.ndim == 0 for x in inputs)
+        typed = entry.typed.get((dtypes, scalars))
+        if typed is None:  # raises for an invalid plan (never cached then)
+            typed = entry.typed[(dtypes, scalars)] = type_plan(plan, dtypes, scalars, OP)
+        shape = output_shape(plan, typed, [x.shape for x in inputs], OP)
+        if shape is None or typed.declined:
+            return None
+        w = walk(shape, inputs, typed.live[:plan.num_inputs])
+        if w is None:
+            return None
+        if w.size == 0:  # validated: nothing to compile or launch
+            return [self._alloc(d, shape, OP) for d in typed.out_dtypes]
+        prep = self._fusion_prep(entry, plan, typed, dtypes, w)
+        outs = [self._alloc(d, shape, OP) for d in typed.out_dtypes]
+        if w.contig:
+            self._fusion_contig(prep, w, inputs, outs)
+            if all(type(x) is Tensor for x in inputs):
+                entry.fast = prep
+        else:
+            self._fusion_strided(prep, w, inputs, outs)
+        return outs
+
+    def _fusion_prep(self, entry: FusionEntry, plan: ElementwiseFusionPlan, typed: TypedPlan,
+                     dtypes: tuple[DType, ...], w: Walk) -> FusionPrep:
+        """The compiled kernel and reusable ArgPack of (plan, dtypes, layout classes)."""
+        key = (dtypes, w.classes)
+        prep = entry.preps.get(key)
+        if prep is not None:
+            return prep
+        spec = spec_for(typed, w.classes, "contig" if w.contig else "strided")
+        gen = generate(spec)
+        fn = self._rt.function_from_source(gen.source, gen.name, gen.expression, op=OP)
+        prep = FusionPrep()
+        prep.fn, prep.contig, prep.nin = fn, w.contig, len(dtypes)
+        prep.pack = self._pack(("fusion", plan, key), arg_codes(spec))
+        prep.dtypes, prep.classes = dtypes, w.classes
+        prep.outs = tuple((d, d.itemsize) for d in typed.out_dtypes)
+        prep.per_block = BLOCK * UNROLL * spec.vec if w.contig else BLOCK
+        prep.cap = self._rt.info.multiprocessor_count * resident_blocks(fn)
+        prep.err = self._state.err_word.ptr if typed.reasons else 0
+        prep.cdiv = error_code(OP, "integer division by zero") if typed.reasons else 0
+        prep.cpow = error_code(OP, "negative integer exponent") if typed.reasons else 0
+        prep.pool, prep.stream, prep.dom = self._rt.pool, self._state.stream, \
+            self._rt.domain.value
+        entry.preps[key] = prep
+        return prep
+
+    def _fusion_contig(self, prep: FusionPrep, w: Walk, inputs, outs: list[Tensor]) -> None:
+        optrs = [base_ptr(t) for t in outs]
+        osteps = [item for _, item in prep.outs]
+        iptrs, isteps = [], []
+        for x, c in zip(inputs, prep.classes):
+            if c != "u":
+                iptrs.append(base_ptr(x) + x.offset * x.dtype.itemsize)
+                isteps.append(x.dtype.itemsize if c == "c" else 0)
+        acc = 0
+        for p, s in zip(optrs + iptrs, osteps + isteps):
+            acc |= p if s else 0
+        flags = 0 if acc & 15 else 1
+        n = w.size
+        for start in range(0, n, CHUNK):  # CHUNK keeps every vector 16-byte aligned
+            count = min(CHUNK, n - start)
+            params = prep.pack.pack(*[p + start * s for p, s in zip(optrs, osteps)],
+                                    *[p + start * s for p, s in zip(iptrs, isteps)], count,
+                                    flags, prep.err, prep.cdiv, prep.cpow)
+            blocks = min(-(-count // prep.per_block), prep.cap)
+            self._launch1d(prep.fn, blocks, params, OP)
+
+    def _fusion_strided(self, prep: FusionPrep, w: Walk, inputs, outs: list[Tensor]) -> None:
+        optrs = [base_ptr(t) for t in outs]
+        slot = {k: i for i, k in enumerate(w.arrays, start=1)}  # index in w.strides
+        for shape, strides, offsets in chunks(w.shape, w.strides, w.offsets, CHUNK):
+            args: list = [p + offsets[0] * item for p, (_, item) in zip(optrs, prep.outs)]
+            for k, (x, c) in enumerate(zip(inputs, prep.classes)):
+                if c == "l":
+                    args += [base_ptr(x), layout_bytes(shape, strides[slot[k]],
+                                                       offsets[slot[k]])]
+                elif c == "s":
+                    args.append(base_ptr(x) + x.offset * x.dtype.itemsize)
+            n = math.prod(shape)
+            params = prep.pack.pack(*args, n, 0, prep.err, prep.cdiv, prep.cpow)
+            self._launch1d(prep.fn, min(-(-n // BLOCK), prep.cap), params, OP)
