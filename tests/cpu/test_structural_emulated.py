@@ -48,6 +48,8 @@ inline void __syncthreads() { emu_bar->arrive_and_wait(); }
 inline float __uint_as_float(unsigned u) { float f; std::memcpy(&f, &u, 4); return f; }
 inline unsigned __float_as_uint(float f) { unsigned u; std::memcpy(&u, &f, 4); return u; }
 inline float __double2float_rz(double d) { return (float)d; }
+inline float __ll2float_rz(long long v) { return (float)v; }
+inline long long __float2ll_rz(float f) { return (long long)f; }
 using std::isinf;
 template <class F> void emu_launch(unsigned gx, unsigned gy, F kernel) {
   gridDim = {gx, gy, 1};
