@@ -1,6 +1,9 @@
 """Timing helpers shared by the benchmark cases.
 
-All device timings are CUDA-event medians after warm-up, on the stream the work runs on.
+All device timings are CUDA-event medians after warm-up, on the stream the work runs on:
+each sample times ``iters`` back-to-back calls between two events (so the host cost of
+issuing a call overlaps the previous call's device work, as in real use, for every peer
+alike), and the figure is the median over ``REPS`` samples of the time per call.
 A case returns ``Row``s; ``tools/bench.py`` prints them beside the peers and writes
 ``bench/results.json``.
 """
@@ -32,20 +35,24 @@ class Row:
         return asdict(self)
 
 
+REPS = 5
+
+
 def event_median_ms(stream, fn, warmup: int = 3, iters: int = 10) -> float:
-    """Median device time of ``fn()`` enqueued on ``stream`` (a CUstream), in ms."""
+    """Median device time per call of ``fn()`` enqueued on ``stream`` (a CUstream), in ms."""
     for _ in range(warmup):
         fn()
     _driver.stream_synchronize(stream)
     start, end = _driver.event_create(True), _driver.event_create(True)
     times = []
     try:
-        for _ in range(iters):
+        for _ in range(REPS):
             _driver.event_record(start, stream)
-            fn()
+            for _ in range(iters):
+                fn()
             _driver.event_record(end, stream)
             _driver.event_synchronize(end)
-            times.append(_driver.event_elapsed_ms(start, end))
+            times.append(_driver.event_elapsed_ms(start, end) / iters)
     finally:
         _driver.event_destroy(start)
         _driver.event_destroy(end)
@@ -67,13 +74,14 @@ def torch_ms(fn, warmup: int = 3, iters: int = 10) -> float | None:
         fn()
     torch.cuda.synchronize()
     times = []
-    for _ in range(iters):
+    for _ in range(REPS):
         a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         a.record()
-        fn()
+        for _ in range(iters):
+            fn()
         b.record()
         b.synchronize()
-        times.append(a.elapsed_time(b))
+        times.append(a.elapsed_time(b) / iters)
     return statistics.median(times)
 
 
@@ -86,13 +94,14 @@ def cupy_ms(fn, warmup: int = 3, iters: int = 10) -> float | None:
         fn()
     cupy.cuda.Device().synchronize()
     times = []
-    for _ in range(iters):
+    for _ in range(REPS):
         a, b = cupy.cuda.Event(), cupy.cuda.Event()
         a.record()
-        fn()
+        for _ in range(iters):
+            fn()
         b.record()
         b.synchronize()
-        times.append(cupy.cuda.get_elapsed_time(a, b))
+        times.append(cupy.cuda.get_elapsed_time(a, b) / iters)
     return statistics.median(times)
 
 
