@@ -14,9 +14,10 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING
 
-from .. import _context, _driver
+from .. import _context
 from ..dtypes import DType
 from ..errors import RuntimeStateError, ValidationError
+from ..kernels import device
 from ..kernels.args import ArgPack
 from ..tensor import Tensor, TensorView, _Strided
 
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
     from ..runtime import CudaRuntime, ThreadState
     from ..session import Scope
 
+_LOST = device.lost_contexts()  # the shared set itself
 BLOCK = 256
 
 
@@ -44,7 +46,7 @@ class OpsBase:
         if not self._scope.alive:
             raise RuntimeStateError("the session's scope has ended", op=op)
         rt = self._rt
-        if rt.context_id in _driver.lost_contexts or rt.closed:
+        if rt.context_id in _LOST or rt.closed:
             rt.check_alive(op)
         _context.ensure_current(rt.context, rt.context_id)
         return self._state
@@ -100,10 +102,10 @@ class OpsBase:
         return pack
 
     def _launch(self, fn, grid, block, params: int, op: str, shared: int = 0) -> None:
-        _driver.launch(fn, grid, block, shared, self._state.stream, params, op)
+        device.launch(fn, grid, block, shared, self._state.stream, params, op)
 
     def _launch1d(self, fn, blocks: int, params: int, op: str, block: int = BLOCK) -> None:
-        _driver.launch3(fn, blocks, block, self._state.stream, params, op)
+        device.launch3(fn, blocks, block, self._state.stream, params, op)
 
     def _grid(self, n: int, block: int = BLOCK, per_thread: int = 1) -> int:
         """Blocks for a grid-stride loop over ``n`` items: enough to fill the device."""

@@ -21,9 +21,9 @@ import math
 import struct
 from typing import Any
 
-from .. import _driver
 from ..dtypes import DType
 from ..errors import RuntimeStateError, ValidationError
+from ..kernels import device
 from ..kernels.args import ArgPack, layout_bytes
 from ..runtime import error_code
 from ..shapes import elementwise as ew_shapes
@@ -88,7 +88,7 @@ def resident_blocks(fn) -> int:
     are allocated per warp in units of 256, i.e. per thread in multiples of 8). The
     grid-stride contiguous kernel is launched with exactly one such wave: every block
     does the same work, so a partial second wave would only add a tail."""
-    regs = max(1, _driver.function_attributes(fn)["registers"])
+    regs = max(1, device.function_attributes(fn)["registers"])
     per_block = BLOCK * ((regs + 7) // 8 * 8)
     return max(1, min(SM_THREADS // BLOCK, SM_REGISTERS // per_block))
 
@@ -246,7 +246,7 @@ class ElementwiseEngine(OpsBase):
                        if walk.tiled & (2 << k))
             params = pack.pack(bases[0], lays[0], bases[1], lays[1], bases[2], lays[2],
                                bases[3], lays[3], 0, walk.tiled, prep.err, prep.code)
-            _driver.launch(prep.fn_s, tiled_grid(walk), (BLOCK, 1, 1), smem, self._state.stream,
+            device.launch(prep.fn_s, tiled_grid(walk), (BLOCK, 1, 1), smem, self._state.stream,
                            params, name)
             return
         for shape, strides, offsets in chunks(walk.shape, walk.strides, walk.offsets, CHUNK):

@@ -17,13 +17,13 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from .. import _driver
+from ..kernels import device
 from ..shapes.elementwise import Kind
 from ..tensor import Tensor
 from ._base import BLOCK
 from .elementwise_layout import CHUNK
 
-_launch3 = _driver.launch3
+_launch3 = device.launch3
 _new = object.__new__
 _prod = math.prod
 Impl = Callable[..., Any]

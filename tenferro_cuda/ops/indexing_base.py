@@ -8,8 +8,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from .. import _driver
 from ..dtypes import DType
+from ..kernels import device
 from ..tensor import Tensor
 from ._base import OpsBase
 from .indexing_plan import Launch, is_dense
@@ -35,7 +35,7 @@ class IndexingBase(OpsBase):
         if n == 0:
             return
         if dyn is None and is_dense(shape, dst[1]) and is_dense(shape, src[1]):
-            _driver.memcpy_dtod_async(dst[0], src[0], n * itemsize, self._state.stream, op)
+            device.memcpy_dtod_async(dst[0], src[0], n * itemsize, self._state.stream, op)
             return
         self._run(copy_launch(itemsize, shape, dst, src, self._sms(), dyn), op)
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from .. import _driver
 from ..configs.indexing import GatherConfig, ScatterConfig
 from ..dtypes import DType
+from ..kernels import device
 from ..shapes.gather import gather_dims
 from ..shapes.scatter import scatter_dims
 from ..tensor import Tensor, TensorView
@@ -151,4 +151,4 @@ class GatherScatterOps(IndexingBase):
             index_batching_dims=config.scatter_indices_batching_dims)
 
     def _memset_zero(self, ptr: int, nbytes: int, op: str) -> None:
-        _driver.memset_d8_async(ptr, 0, nbytes, self._state.stream, op)
+        device.memset_d8_async(ptr, 0, nbytes, self._state.stream, op)

@@ -17,11 +17,12 @@ from __future__ import annotations
 
 import math
 
-from .. import _driver, _foreign
+from .. import _foreign
 from ..cai import HeldProducer, interface_of, parse_interface
 from ..dlpack import check_device, consume, parse_capsule, request_capsule
 from ..dtypes import DType
 from ..errors import BackendSourceError, RuntimeStateError, ValidationError
+from ..kernels import device
 from ..memory import DeviceBuffer
 from ..tensor import Tensor, TensorView
 from ._base import OpsBase
@@ -120,14 +121,14 @@ class InteropOps(OpsBase):
         if math.prod(info.shape):
             self._check_pointer(info.data, op)
         if info.stream is not None:
-            _foreign.order_after(state.stream, _driver.stream_handle(info.stream), None, op)
+            _foreign.order_after(state.stream, device.stream_handle(info.stream), None, op)
         owner = HeldProducer(obj, state.stream, self._rt)
         return self._adopt(info.data, info.dtype, info.shape, info.strides, owner)
 
     def _check_pointer(self, address: int, op: str) -> None:
         """ValidationError for host memory, RuntimeStateError for another device."""
         try:
-            ordinal = _driver.pointer_device_ordinal(address)
+            ordinal = device.pointer_device_ordinal(address)
         except BackendSourceError:
             raise ValidationError(
                 f"address 0x{address:x} is not CUDA device memory (a host array?); copy host "

@@ -15,8 +15,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from .. import _driver
 from ..dtypes import DType
+from ..kernels import device
 from ..kernels.args import layout_bytes
 from ..kernels.families import reduce as fam
 from ..shapes import reduction as shp
@@ -252,7 +252,7 @@ def resident_blocks(session: OpsBase, family: str, expression: str) -> int:
     key = (rt.identity.serial, family, expression)
     blocks = _occupancy.get(key)
     if blocks is None:
-        regs = _driver.function_attributes(session._fn(family, expression))["registers"]
+        regs = device.function_attributes(session._fn(family, expression))["registers"]
         per_warp = -(-max(regs, 1) * 32 // 256) * 256  # registers go by 256 per warp
         by_regs = 65536 // (per_warp * (BLOCK // 32))
         threads = 1536 if rt.info.compute_capability in ((8, 6), (8, 7), (8, 9)) else 2048

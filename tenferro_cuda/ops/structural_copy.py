@@ -18,8 +18,8 @@ assume the caller has entered the op (``_begin``) and checked residency:
 
 from __future__ import annotations
 
-from .. import _driver
 from ..errors import RuntimeStateError
+from ..kernels import device
 from ..shapes import check_permutation
 from ..shapes.structural import int_tuple
 from ..tensor import Tensor, _Strided
@@ -69,7 +69,7 @@ class PermuteCopyOps(TransferOps):
         item = sbase.dtype.itemsize
         sptr, dptr = device_ptr(sbase, op), device_ptr(dbase, op)
         if _compact(shape, ss) and _compact(shape, ds):
-            _driver.memcpy_dtod_async(dptr + do * item, sptr + so * item, n * item,
+            device.memcpy_dtod_async(dptr + do * item, sptr + so * item, n * item,
                                       self._state.stream, op)
             return
         plan = cached_plan((tuple(shape), tuple(ss), so, sbase.size, alignment(sptr),

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import _context, _driver
+from .. import _context
 from ..debug import allow_host_sync
 from ..errors import RuntimeStateError, ValidationError
+from ..kernels import device
 from ..tensor import Tensor, _Strided
 from ._base import OpsBase
 from ._layout import index_type, layouts_for
@@ -38,7 +39,7 @@ class TransferOps(OpsBase):
             data = data.copy(order="C")
         out = self._alloc(tensor.dtype, tensor.shape, op)
         if out.nbytes:
-            _driver.memcpy_htod_async(out.buffer.ptr, data.ctypes.data, out.nbytes,
+            device.memcpy_htod_async(out.buffer.ptr, data.ctypes.data, out.nbytes,
                                       state.stream, op)
         return out
 
@@ -53,10 +54,10 @@ class TransferOps(OpsBase):
         src = tensor if tensor.is_contiguous else self._compact(tensor, op)
         host = np.empty(tensor.shape, dtype=tensor.dtype.numpy)
         if host.nbytes:
-            _driver.memcpy_dtoh_async(host.ctypes.data, src.data_ptr(), host.nbytes,
+            device.memcpy_dtoh_async(host.ctypes.data, src.data_ptr(), host.nbytes,
                                       state.stream, op)
             with allow_host_sync():
-                _driver.stream_synchronize(state.stream, op)
+                device.stream_synchronize(state.stream, op)
         return Tensor.from_numpy(host)
 
     def reclaim_buffer(self, tensor: Tensor) -> None:
@@ -82,22 +83,22 @@ class TransferOps(OpsBase):
             destination._begin(op)
             return self._compact(tensor, op)
         src = tensor if tensor.is_contiguous else self._compact(tensor, op)
-        ready = _driver.event_create()  # in this context: "the source is written"
-        _driver.event_record(ready, state.stream)
+        ready = device.event_create()  # in this context: "the source is written"
+        device.event_record(ready, state.stream)
         dst_state = destination._begin(op)  # makes the destination's context current
         try:
             out = destination._alloc(tensor.dtype, tensor.shape, op)
             if out.nbytes:
-                _driver.stream_wait_event(dst_state.stream, ready)
-                _driver.memcpy_peer_async(out.data_ptr(), destination._rt.context,
+                device.stream_wait_event(dst_state.stream, ready)
+                device.memcpy_peer_async(out.data_ptr(), destination._rt.context,
                                           src.data_ptr(), self._rt.context, out.nbytes,
                                           dst_state.stream)
-                done = _driver.event_create()  # in the destination's context
-                _driver.event_record(done, dst_state.stream)
-                _driver.stream_wait_event(state.stream, done)
-                _driver.event_destroy(done)
+                done = device.event_create()  # in the destination's context
+                device.event_record(done, dst_state.stream)
+                device.stream_wait_event(state.stream, done)
+                device.event_destroy(done)
         finally:
-            _driver.event_destroy(ready)
+            device.event_destroy(ready)
             _context.ensure_current(self._rt.context, self._rt.context_id)
         return out
 
@@ -114,7 +115,7 @@ class TransferOps(OpsBase):
             return
         item = src.dtype.itemsize
         if src.is_contiguous and dst.is_contiguous:
-            _driver.memcpy_dtod_async(dst.data_ptr(), src.data_ptr(), n * item,
+            device.memcpy_dtod_async(dst.data_ptr(), src.data_ptr(), n * item,
                                       self._state.stream, op)
             return
         shape, (dl, sl) = layouts_for(src.shape, dst, src)
@@ -137,7 +138,7 @@ class TransferOps(OpsBase):
         item = out.dtype.itemsize
         raw = np.asarray(value, dtype=out.dtype.numpy).tobytes()
         if raw == bytes(item):
-            _driver.memset_d8_async(out.data_ptr(), 0, n * item, self._state.stream, op)
+            device.memset_d8_async(out.data_ptr(), 0, n * item, self._state.stream, op)
             return
         fn = self._fn("copy", f"tf::fill<{_STORAGE[item]}>")
         code = "X16" if item == 16 else f"S{item}"

@@ -229,7 +229,7 @@ def session(lib):
         memcpy_dtod_async=lambda d, s, n, stream, op="": ctypes.memmove(d, s, n),
         memset_d8_async=lambda d, v, n, stream, op="": ctypes.memset(d, v, n))
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(transfer, "_driver", fake)
+        mp.setattr(transfer, "device", fake)
         mp.setattr(blas1_ops, "resident_blocks", lambda s, f, e: 3)
         mp.setattr(blas1_ops, "MIN_FLAT_CHUNK", 64)
         for name, value in [("MIN_CHUNK", 64), ("BLOCK_GROUP_MIN", 48), ("MIN_ROWS", 4)]:

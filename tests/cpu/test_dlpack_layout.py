@@ -16,6 +16,7 @@ import pytest
 from tenferro_cuda import _driver, cai, dlpack
 from tenferro_cuda.dtypes import ALL_DTYPES, DType
 from tenferro_cuda.errors import RuntimeStateError, UnsupportedDTypeError, ValidationError
+from tenferro_cuda.kernels import device
 from tenferro_cuda.ops.interop import validate_producer
 
 LAYOUT = [
@@ -143,6 +144,8 @@ def no_cuda(monkeypatch):
     for name in ("init", "event_create", "event_record", "stream_wait_event",
                  "pointer_device_ordinal", "stream_query", "ctx_get_current"):
         monkeypatch.setattr(_driver, name, boom)
+        if hasattr(device, name):
+            monkeypatch.setattr(device, name, boom)
 
 
 class _CpuProducer:

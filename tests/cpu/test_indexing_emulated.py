@@ -112,8 +112,8 @@ class FakeDriver:
 @pytest.fixture
 def es(monkeypatch):
     s = EmuSession()
-    monkeypatch.setattr(indexing_base, "_driver", FakeDriver(s.mem))
-    monkeypatch.setattr(indexing_gather, "_driver", FakeDriver(s.mem))
+    monkeypatch.setattr(indexing_base, "device", FakeDriver(s.mem))
+    monkeypatch.setattr(indexing_gather, "device", FakeDriver(s.mem))
     return s
 
 
@@ -150,7 +150,7 @@ def test_gather_random(case, pad, idx_pad):
     shape, indices, cfg = case
     s = EmuSession()
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(indexing_base, "_driver", FakeDriver(s.mem))
+        mp.setattr(indexing_base, "device", FakeDriver(s.mem))
         x = np.arange(1, math.prod(shape) + 1, dtype=np.int32).reshape(shape)
         got = run_gather(s, x, indices, cfg, pad, idx_pad)
     np.testing.assert_array_equal(got, ref.gather(x, indices,
@@ -223,8 +223,8 @@ def test_scatter_random(case, combiner, pad):
     shape, indices, ushape, cfg = case
     s = EmuSession()
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(indexing_base, "_driver", FakeDriver(s.mem))
-        mp.setattr(indexing_gather, "_driver", FakeDriver(s.mem))
+        mp.setattr(indexing_base, "device", FakeDriver(s.mem))
+        mp.setattr(indexing_gather, "device", FakeDriver(s.mem))
         x = np.arange(math.prod(shape), dtype=np.int32).reshape(shape)
         upd = (np.arange(math.prod(ushape), dtype=np.int32) * 7 % 23 - 11).reshape(ushape)
         got = run_scatter(s, x, indices, upd, cfg, combiner, pad)
@@ -238,7 +238,7 @@ def test_scatter_random(case, combiner, pad):
 def test_slice_reverse_concatenate_random(shape, data, pad):
     s = EmuSession()
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(indexing_base, "_driver", FakeDriver(s.mem))
+        mp.setattr(indexing_base, "device", FakeDriver(s.mem))
         x = np.arange(math.prod(shape), dtype=np.float16).reshape(shape)
         t = s.upload(x, pad)
         starts = [data.draw(st.integers(0, n)) for n in shape]
@@ -261,7 +261,7 @@ def test_slice_reverse_concatenate_random(shape, data, pad):
 def test_dynamic_slices_and_pad_random(shape, data, pad):
     s = EmuSession()
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(indexing_base, "_driver", FakeDriver(s.mem))
+        mp.setattr(indexing_base, "device", FakeDriver(s.mem))
         x = np.arange(1, math.prod(shape) + 1, dtype=np.float64).reshape(shape)
         t = s.upload(x, pad)
         starts = np.array([data.draw(st.integers(-3, n + 3)) for n in shape], np.int64)

@@ -197,8 +197,8 @@ def s(lib):
         memcpy_dtod_async=lambda d, s, n, stream, op="": ctypes.memmove(d, s, n),
         memset_d8_async=lambda d, v, n, stream, op="": ctypes.memset(d, v, n))
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(structural_copy, "_driver", fake)
-        mp.setattr(transfer, "_driver", fake)
+        mp.setattr(structural_copy, "device", fake)
+        mp.setattr(transfer, "device", fake)
         yield EmuSession(lib)
 
 

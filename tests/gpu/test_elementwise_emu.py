@@ -20,9 +20,9 @@ import numpy as np
 from test_cast_ref import cast_ref
 from test_elementwise_ref import REF
 
-from tenferro_cuda import _driver
 from tenferro_cuda.dtypes import ALL_DTYPES, DType
 from tenferro_cuda.errors import ValidationError
+from tenferro_cuda.kernels import device
 from tenferro_cuda.memory import DeviceBuffer
 from tenferro_cuda.ops import elementwise_methods
 from tenferro_cuda.ops.elementwise_engine import operand_dtypes
@@ -208,12 +208,12 @@ def emulated_session(monkeypatch):
     state = State(rt)
     dev = Device(mem, state)
     monkeypatch.setattr("tenferro_cuda._context.ensure_current", lambda ctx, cid: None)
-    monkeypatch.setattr(_driver, "launch", dev.launch)
-    monkeypatch.setattr(_driver, "function_attributes", lambda fn: {"registers": 36})
+    monkeypatch.setattr(device, "launch", dev.launch)
+    monkeypatch.setattr(device, "function_attributes", lambda fn: {"registers": 36})
 
     def launch3(fn, gx, bx, stream, params, op=""):
         dev.launch(fn, (gx, 1, 1), (bx, 1, 1), 0, stream, params, op)
-    monkeypatch.setattr(_driver, "launch3", launch3)
+    monkeypatch.setattr(device, "launch3", launch3)
     monkeypatch.setattr(elementwise_methods, "_launch3", launch3)
     s = object.__new__(CudaExecSession)
     s._rt, s._state, s._thread, s._scope = rt, state, threading.get_ident(), Scope()
