@@ -22,11 +22,11 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from .. import _driver
 from ..configs.fusion import ElementwiseFusionPlan
 from ..dtypes import DType
 from ..errors import ValidationError
 from ..fusion_codegen import UNROLL, arg_codes, generate, spec_for
+from ..kernels import device
 from ..kernels.args import ArgPack, layout_bytes
 from ..runtime import error_code
 from ..shapes.fusion import TypedPlan, output_shape, type_plan
@@ -37,7 +37,7 @@ from .elementwise_layout import CHUNK, chunks
 from .fusion_walk import Walk, walk
 
 OP = "execute_elementwise_fusion"
-_launch3 = _driver.launch3
+_launch3 = device.launch3
 _new = object.__new__
 _prod = math.prod
 

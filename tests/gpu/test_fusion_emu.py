@@ -22,8 +22,8 @@ from test_cast_ref import cast_ref
 from test_elementwise_emu import CTYPES, FUNCTORS, LAYOUT, emulated_session
 from test_elementwise_ref import REF
 
-from tenferro_cuda import _driver
 from tenferro_cuda.dtypes import DType
+from tenferro_cuda.kernels import device
 from tenferro_cuda.ops import fusion as fusion_ops
 from tenferro_cuda.ops.elementwise_engine import operand_dtypes
 
@@ -197,6 +197,6 @@ def fusion_session(monkeypatch):
         else:
             ew_launch(fn, grid, block, smem, stream, params, op)
     dev.launch = launch
-    monkeypatch.setattr(_driver, "launch", launch)
-    monkeypatch.setattr(fusion_ops, "_launch3", _driver.launch3)
+    monkeypatch.setattr(device, "launch", launch)
+    monkeypatch.setattr(fusion_ops, "_launch3", device.launch3)
     return s, fdev, dev, rt
