@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 from hypothesis import strategies as st
-from test_elementwise_ref import random_array
+from test_cast_ref import cast_ref
+from test_elementwise_ref import BF16, REF, mismatch, random_array, tolerance
 
 from tenferro_cuda.configs.elementwise import CompareDir
 from tenferro_cuda.configs.fusion import FUSION_OP_ARITY, ElementwiseFusionPlan, FusionInstruction
@@ -137,3 +138,38 @@ def unfused(s, plan: ElementwiseFusionPlan, inputs) -> list:
         else:
             vals.append(getattr(s, ins.op)(*args))
     return [vals[o] for o in plan.outputs]
+
+
+def reference(plan: ElementwiseFusionPlan, arrays) -> list[np.ndarray]:
+    """numpy op by op (each result rounded to its dtype, as the unfused ops do)."""
+    vals = [np.asarray(a) for a in arrays]
+    for ins in plan.instructions:
+        args = [vals[a] for a in ins.args]
+        if ins.op in ("cast", "convert"):
+            vals.append(np.asarray(cast_ref(args[0], ins.to.numpy)))
+            continue
+        key = f"compare_{ins.direction.value}" if ins.op == "compare" else ins.op
+        if len({a.shape for a in args}) > 1:  # rank-0 operands broadcast
+            shape = np.broadcast_shapes(*[a.shape for a in args])
+            args = [np.broadcast_to(a, shape).copy() for a in args]
+        vals.append(np.asarray(REF[key](*args)[0]))
+    return [vals[o] for o in plan.outputs]
+
+
+def is_exact(plan: ElementwiseFusionPlan, dtypes) -> bool:
+    """Whether every live instruction is bit-exact by contract (docs/dtypes.md)."""
+    typed = type_plan(plan, tuple(dtypes), (False,) * len(dtypes), "test")
+    return all(t.kind.family == "cast" or tolerance(t.kind.key, t.primary.numpy) is None
+               for t in typed.ops if t.live)
+
+
+def close(got: np.ndarray, want: np.ndarray, exact: bool) -> str | None:
+    """None when ``got`` matches: bit for bit, or (inexact plans) within the transcendental
+    tolerance of the dtype with an absolute floor scaled by the largest result."""
+    if exact or got.dtype.kind not in "fc" and got.dtype != BF16:
+        return mismatch(got, want, None)
+    rtol, atol = tolerance("exp", got.dtype)
+    mags = np.abs(want.astype(np.complex128 if want.dtype.kind == "c" else np.float64))
+    finite = mags[np.isfinite(mags)]
+    floor = rtol * float(finite.max()) if finite.size else 0.0
+    return mismatch(got, want, (rtol, max(atol, floor)))
