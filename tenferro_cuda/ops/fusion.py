@@ -7,13 +7,15 @@ compiles the plan once per (plan, input dtypes, layout class) through the kernel
 (memory and disk: ``CudaRuntime.function_from_source``), allocates one compact tensor per
 output and launches one kernel that reads each input once and writes each output once.
 
-The **hot path**: a repeated plan over compact ``Tensor`` operands of one shape (rank-0
-operands broadcast) whose dtypes match the last contiguous launch of this plan on this
-thread reuses that launch's prepared function and ArgPack: no typing, no layout work, no
-code generation; only residency, dtype and shape checks, the output allocations, one
-``struct.pack_into`` and the launch. Anything else takes the general path, which also
-raises the typed errors. Integer division by zero (and a negative integer exponent) in a
-fused kernel is a deferred error raised by ``synchronize()`` like the unfused ops'.
+The **hot path** (``ops/fusion_fast.py``): a repeated plan over compact ``Tensor``
+operands of one shape (rank-0 operands broadcast) whose dtypes match the last contiguous
+launch of this plan on this thread calls that launch's prepared closure: no typing, no
+layout work, no code generation; only residency, dtype and shape checks, the output
+allocations, one ``struct.pack_into`` and the launch. Anything else takes the general
+path, which also raises the typed errors. Per (plan, input dtypes, layout classes) and
+thread the general path keeps the typed plan, the loaded function and its ArgPack.
+Integer division by zero (and a negative integer exponent) in a fused kernel is a
+deferred error raised by ``synchronize()`` like the unfused ops'.
 """
 
 from __future__ import annotations
@@ -26,7 +28,6 @@ from ..configs.fusion import ElementwiseFusionPlan
 from ..dtypes import DType
 from ..errors import ValidationError
 from ..fusion_codegen import UNROLL, arg_codes, generate, spec_for
-from ..kernels import device
 from ..kernels.args import ArgPack, layout_bytes
 from ..runtime import error_code
 from ..shapes.fusion import TypedPlan, output_shape, type_plan
@@ -34,19 +35,17 @@ from ..tensor import Tensor, _Strided
 from ._base import BLOCK, OpsBase
 from .elementwise_engine import base_ptr, resident_blocks
 from .elementwise_layout import CHUNK, chunks
+from .fusion_fast import Hot, hot_path
 from .fusion_walk import Walk, walk
 
 OP = "execute_elementwise_fusion"
-_launch3 = device.launch3
-_new = object.__new__
-_prod = math.prod
 
 
 class FusionPrep:
     """A compiled plan for one (input dtypes, layout classes), on one thread."""
 
     __slots__ = ("fn", "pack", "contig", "nin", "dtypes", "classes", "outs", "per_block",
-                 "cap", "err", "cdiv", "cpow", "pool", "stream", "dom")
+                 "cap", "err", "cdiv", "cpow", "pool", "stream", "dom", "hot")
     fn: Any
     pack: ArgPack
     contig: bool
@@ -62,15 +61,16 @@ class FusionPrep:
     pool: Any
     stream: Any
     dom: int
+    hot: Hot | None  # the hot-path closure (contiguous preps, made on first use)
 
 
 class FusionEntry:
-    """Per plan and thread: typed plans and preps by their keys; the hot-path prep."""
+    """Per plan and thread: typed plans and preps by their keys; the hot-path closure."""
 
     __slots__ = ("fast", "typed", "preps")
 
     def __init__(self) -> None:
-        self.fast: FusionPrep | None = None
+        self.fast: Hot | None = None
         self.typed: dict[tuple, TypedPlan] = {}
         self.preps: dict[tuple, FusionPrep] = {}
 
@@ -112,49 +112,10 @@ class FusionOps(OpsBase):
         """
         state = self._begin(OP)
         entry = state.prepared.get(plan) if type(plan) is ElementwiseFusionPlan else None
-        prep = entry.fast if entry is not None else None
-        if prep is not None and (type(inputs) is list or type(inputs) is tuple) \
-                and len(inputs) == prep.nin:
-            dom, st = prep.dom, prep.stream
-            shape: tuple[int, ...] = ()
-            strides: tuple[int, ...] = ()
-            ptrs = []
-            acc = 0
-            for x, dt, c in zip(inputs, prep.dtypes, prep.classes):
-                if type(x) is not Tensor or x.dtype is not dt:
-                    break
-                b = x.buffer
-                if b is None or b.freed or b.domain != dom or b.stream is not st:
-                    break
-                if c == "c":
-                    if not x.shape or (shape and x.shape != shape):
-                        break
-                    shape, strides = x.shape, x.strides
-                    acc |= b.ptr
-                    ptrs.append(b.ptr)
-                elif c == "s":
-                    if x.shape:
-                        break
-                    ptrs.append(b.ptr)
-            else:
-                n = _prod(shape)
-                if 0 < n < CHUNK:
-                    outs = []
-                    optrs = []
-                    for dt, item in prep.outs:
-                        buf = prep.pool.alloc(n * item, st, OP)
-                        t = _new(Tensor)
-                        t.dtype, t.shape, t.strides, t.offset, t.buffer, t.host = \
-                            dt, shape, strides, 0, buf, None
-                        outs.append(t)
-                        optrs.append(buf.ptr)
-                        acc |= buf.ptr
-                    blocks = (n + prep.per_block - 1) // prep.per_block
-                    params = prep.pack.pack(*optrs, *ptrs, n, 0 if acc & 15 else 1, prep.err,
-                                            prep.cdiv, prep.cpow)
-                    _launch3(prep.fn, blocks if blocks < prep.cap else prep.cap, BLOCK, st,
-                             params, OP)
-                    return outs
+        if entry is not None and entry.fast is not None:
+            outs = entry.fast(inputs)  # None: not a hot call, take the general path
+            if outs is not None:
+                return outs
         return self._fusion_general(inputs, plan, state)
 
     # --- the general path --------------------------------------------------------------
@@ -191,8 +152,10 @@ class FusionOps(OpsBase):
         outs = [self._alloc(d, shape, OP) for d in typed.out_dtypes]
         if w.contig:
             self._fusion_contig(prep, w, inputs, outs)
-            if all(type(x) is Tensor for x in inputs):
-                entry.fast = prep
+            if all(type(x) is Tensor for x in inputs):  # the hot path serves such calls
+                if prep.hot is None:
+                    prep.hot = hot_path(prep)
+                entry.fast = prep.hot
         else:
             self._fusion_strided(prep, w, inputs, outs)
         return outs
@@ -208,7 +171,7 @@ class FusionOps(OpsBase):
         gen = generate(spec)
         fn = self._rt.function_from_source(gen.source, gen.name, gen.expression, op=OP)
         prep = FusionPrep()
-        prep.fn, prep.contig, prep.nin = fn, w.contig, len(dtypes)
+        prep.fn, prep.contig, prep.nin, prep.hot = fn, w.contig, len(dtypes), None
         prep.pack = self._pack(("fusion", plan, key), arg_codes(spec))
         prep.dtypes, prep.classes = dtypes, w.classes
         prep.outs = tuple((d, d.itemsize) for d in typed.out_dtypes)

@@ -24,7 +24,6 @@ from test_elementwise_ref import REF
 
 from tenferro_cuda.dtypes import DType
 from tenferro_cuda.kernels import device
-from tenferro_cuda.ops import fusion as fusion_ops
 from tenferro_cuda.ops.elementwise_engine import operand_dtypes
 
 SIZES = {"P": 8, "L": LAYOUT.size, "I": 4, "i": 4}
@@ -198,5 +197,4 @@ def fusion_session(monkeypatch):
             ew_launch(fn, grid, block, smem, stream, params, op)
     dev.launch = launch
     monkeypatch.setattr(device, "launch", launch)
-    monkeypatch.setattr(fusion_ops, "_launch3", device.launch3)
     return s, fdev, dev, rt
