@@ -52,19 +52,13 @@ def _spin_then_copy(s, dst, src) -> None:
 
 # --- producer busy: its stream must be waited on (event), not the host ------------------------
 
-BUSY_N, BUSY_ROUNDS = 8192, 48  # ~1.1 TFLOP each in fp32: about a second in all
-
-
-def _busy_torch_result(torch, side, n=BUSY_N):
-    """On ``side``: long matmuls, then y <- 7 (y was 0 and synchronized before)."""
-    a = torch.randn(n, n, device="cuda:0")
+def _busy_torch_result(torch, side):
+    """On ``side``: a ~0.75 s spin (torch's own test kernel), then y <- 7 (y was 0)."""
     y = torch.zeros(1 << 20, device="cuda:0")
     torch.cuda.synchronize()
     with torch.cuda.stream(side):
-        acc = a
-        for _ in range(BUSY_ROUNDS):
-            acc = acc @ a * (1.0 / n)
-        y.copy_(acc.flatten()[: y.numel()] * 0 + 7)
+        torch.cuda._sleep(SPIN_CYCLES)
+        y.fill_(7.0)
     return y
 
 
@@ -82,15 +76,13 @@ def test_import_waits_for_busy_torch_stream(s, torch):
 
 def test_import_cai_waits_for_busy_cupy_stream(s, cupy):
     s.from_cuda_array_interface(cupy.zeros(4, dtype=cupy.float32))  # first-use costs
-    a = cupy.random.standard_normal((BUSY_N, BUSY_N), dtype=cupy.float32)
+    spin = cupy.RawKernel(SPIN_SRC, "spin")
     y = cupy.zeros(1 << 20, dtype=cupy.float32)
     cupy.cuda.Device().synchronize()
     side = cupy.cuda.Stream(non_blocking=True)
     with side:
-        acc = a
-        for _ in range(BUSY_ROUNDS):
-            acc = acc @ a * (1.0 / BUSY_N)
-        y[...] = acc.ravel()[: y.size] * 0 + 7
+        spin((1,), (1,), (np.int64(SPIN_CYCLES),))
+        y.fill(7)
         iface = y.__cuda_array_interface__
         assert not side.done, "the busy work finished before the import began"
         t = s.from_cuda_array_interface(y)

@@ -172,7 +172,7 @@ template <class R> __device__ __forceinline__ complex<R> cpow(complex<R> a, comp
   const complex<R> one(R(1), R(0));
   if (b.re == R(0) && b.im == R(0)) return one;
   if (a.re == R(0) && a.im == R(0)) {
-    if (b.re > R(0) && b.im == R(0)) return complex<R>(R(0), R(0));
+    if (b.re > R(0)) return complex<R>(R(0), R(0));  // numpy: 0 ** b = 0 for Re(b) > 0
     return complex<R>(m::nan<R>(), m::nan<R>());
   }
   if (b.im == R(0) && m::fabs(b.re) < R(100) && b.re == (R)(int)b.re) {
