@@ -122,3 +122,26 @@ def host_us(fn, sync, calls: int = 20000, repeats: int = 5) -> float:
 
 def gbps(nbytes: int, ms: float | None) -> float | None:
     return None if ms is None or ms <= 0 else nbytes / (ms * 1e-3) / 1e9
+
+
+def peers():
+    """(torch, cupy) modules when importable with a CUDA device, else None for each."""
+    try:
+        import torch
+
+        torch = torch if torch.cuda.is_available() else None
+    except ImportError:
+        torch = None
+    try:
+        import cupy
+    except ImportError:
+        cupy = None
+    return torch, cupy
+
+
+def release_peer_memory(torch, cupy) -> None:
+    """Hand the peers' cached device memory back between cases."""
+    if torch is not None:
+        torch.cuda.empty_cache()
+    if cupy is not None:
+        cupy.get_default_memory_pool().free_all_blocks()

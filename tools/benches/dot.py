@@ -19,7 +19,7 @@ import numpy as np
 import tenferro_cuda as tc
 from tenferro_cuda.configs.dot import DotGeneralAccumulation, DotGeneralConfig
 
-from .common import Row, cupy_ms, host_us, session_ms, torch_ms
+from .common import Row, cupy_ms, host_us, peers, session_ms, torch_ms
 
 FAMILY = "dot"
 MM = DotGeneralConfig((1,), (0,))
@@ -32,18 +32,6 @@ SQUARES = [  # dtype name, n, measured torch TFLOP/s quoted by the issue
 ]
 
 
-def _peers():
-    try:
-        import torch
-
-        torch = torch if torch.cuda.is_available() else None
-    except ImportError:
-        torch = None
-    try:
-        import cupy
-    except ImportError:
-        cupy = None
-    return torch, cupy
 
 
 def _tflops(dtype: tc.DType, m: int, n: int, k: int, ms: float | None) -> float | None:
@@ -180,7 +168,7 @@ def grouped_row(s, torch) -> Row:
 
 
 def run(session) -> list[Row]:
-    torch, cupy = _peers()
+    torch, cupy = peers()
     s = session
     rows = square_rows(s, torch, cupy)
     rows.append(bmm_host_row(s, torch))

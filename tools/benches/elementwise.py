@@ -18,7 +18,7 @@ import numpy as np
 
 import tenferro_cuda as tc
 
-from .common import Row, cupy_ms, gbps, host_us, session_ms, torch_ms
+from .common import Row, cupy_ms, gbps, host_us, peers, release_peer_memory, session_ms, torch_ms
 
 FAMILY = "elementwise"
 SMALL = 1024
@@ -26,25 +26,8 @@ BIG = 1 << 28
 N2 = 16384
 
 
-def _peers():
-    try:
-        import torch
-
-        torch = torch if torch.cuda.is_available() else None
-    except ImportError:
-        torch = None
-    try:
-        import cupy
-    except ImportError:
-        cupy = None
-    return torch, cupy
 
 
-def _release(torch, cupy) -> None:
-    if torch is not None:
-        torch.cuda.empty_cache()
-    if cupy is not None:
-        cupy.get_default_memory_pool().free_all_blocks()
 
 
 def host_costs(s, torch, cupy) -> list[Row]:
@@ -125,10 +108,10 @@ def transposed(s, torch, cupy) -> list[Row]:
 
 
 def run(s) -> list[Row]:
-    torch, cupy = _peers()
+    torch, cupy = peers()
     rows: list[Row] = []
     for section in (host_costs, bandwidth, transposed):
         rows += section(s, torch, cupy)  # its tensors die on return
         s.synchronize()
-        _release(torch, cupy)
+        release_peer_memory(torch, cupy)
     return rows

@@ -20,33 +20,15 @@ import numpy as np
 import tenferro_cuda as tc
 from tenferro_cuda.configs.indexing import GatherConfig, PadConfig, ScatterConfig, SliceConfig
 
-from .common import Row, cupy_ms, gbps, session_ms, torch_ms
+from .common import Row, cupy_ms, gbps, peers, release_peer_memory, session_ms, torch_ms
 
 FAMILY = "indexing"
 N2 = 16384
 COPY_TARGET = ">= 3,420 GB/s (80 % of copy)"
 
 
-def _peers():
-    try:
-        import torch
-
-        torch = torch if torch.cuda.is_available() else None
-    except ImportError:
-        torch = None
-    try:
-        import cupy
-        import cupyx
-    except ImportError:
-        cupy = cupyx = None
-    return torch, cupy, cupyx
 
 
-def _release(torch, cupy) -> None:
-    if torch is not None:
-        torch.cuda.empty_cache()
-    if cupy is not None:
-        cupy.get_default_memory_pool().free_all_blocks()
 
 
 def _zeros(s, shape):
@@ -83,7 +65,7 @@ def gathers(s, torch, cupy, rng) -> list[Row]:
                      ">= 800 GB/s (torch x[idx] ~540)"))
     s.reclaim_buffer(table)
     s.reclaim_buffer(idx)
-    _release(torch, cupy)
+    release_peer_memory(torch, cupy)
     nrows, vocab, width = 1 << 20, 1 << 20, 256
     table = _zeros(s, (vocab, width))
     idx = s.upload_host_tensor(rng.integers(0, vocab, size=nrows))
@@ -103,7 +85,7 @@ def gathers(s, torch, cupy, rng) -> list[Row]:
         del ct, ci
     rows.append(_row("embedding gather 2^20 rows x 256 float32", nrows * (8 * width + 8),
                      ours, t, c, ">= 3,500 GB/s"))
-    _release(torch, cupy)
+    release_peer_memory(torch, cupy)
     return rows
 
 
@@ -125,7 +107,7 @@ def scatter_add(s, torch, cupy, cupyx, rng) -> list[Row]:
         ci = cupy.random.randint(0, size, n, dtype=np.int64)
         c = cupy_ms(lambda: cupyx.scatter_add(co, ci, cu))
         del co, cu, ci
-    _release(torch, cupy)
+    release_peer_memory(torch, cupy)
     return [_row("scatter-add 2^26 float32 into 2^24 (int64 idx)", 12 * n, ours, t, c,
                  "faster than torch index_add_")]
 
@@ -143,7 +125,7 @@ def _copy_case(s, torch, cupy, name, shape, ours_fn, torch_fn, cupy_fn, nbytes):
         c = cupy_ms(lambda: cupy_fn(xc))
         del xc
     s.reclaim_buffer(x)
-    _release(torch, cupy)
+    release_peer_memory(torch, cupy)
     return _row(name, nbytes, ours, t, c, COPY_TARGET)
 
 
@@ -189,7 +171,7 @@ def _cupy():
 
 
 def run(s) -> list[Row]:
-    torch, cupy, cupyx = _peers()
+    torch, cupy, cupyx = peers()
     rng = np.random.default_rng(0)
     rows = gathers(s, torch, cupy, rng)
     rows += scatter_add(s, torch, cupy, cupyx, rng)

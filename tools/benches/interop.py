@@ -5,24 +5,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from .common import Row, host_us
+from .common import Row, host_us, peers
 
 FAMILY = "interop"
 CALLS = 2000
 
 
-def _peers():
-    try:
-        import torch
-
-        torch = torch if torch.cuda.is_available() else None
-    except ImportError:
-        torch = None
-    try:
-        import cupy
-    except ImportError:
-        cupy = None
-    return torch, cupy
 
 
 def _cost(fn, sync) -> float:
@@ -30,7 +18,7 @@ def _cost(fn, sync) -> float:
 
 
 def run(s) -> list[Row]:
-    torch, cupy = _peers()
+    torch, cupy = peers()
     sync = s.synchronize
     ours = s.upload_host_tensor(np.arange(1 << 16, dtype=np.float32).reshape(256, 256))
     tt = torch.arange(1 << 16, device="cuda:0", dtype=torch.float32) if torch else None

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .common import Row, cupy_ms, gbps, session_ms, torch_ms
+from .common import Row, cupy_ms, gbps, peers, release_peer_memory, session_ms, torch_ms
 
 FAMILY = "reduction"
 N_ALL = 1 << 28
@@ -23,18 +23,6 @@ N2 = 16384
 N_VEC = 1 << 27
 
 
-def _peers():
-    try:
-        import torch
-
-        torch = torch if torch.cuda.is_available() else None
-    except ImportError:
-        torch = None
-    try:
-        import cupy
-    except ImportError:
-        cupy = None
-    return torch, cupy
 
 
 def _host(shape, seed: int) -> np.ndarray:
@@ -109,18 +97,13 @@ def blas1(s, torch, cupy) -> list[Row]:
     return rows
 
 
-def _release(torch, cupy) -> None:
-    if torch is not None:
-        torch.cuda.empty_cache()
-    if cupy is not None:
-        cupy.get_default_memory_pool().free_all_blocks()
 
 
 def run(s) -> list[Row]:
-    torch, cupy = _peers()
+    torch, cupy = peers()
     rows: list[Row] = []
     for section in (all_axes, matrix_axes, blas1):
         rows += section(s, torch, cupy)  # its tensors die on return
         s.synchronize()
-        _release(torch, cupy)
+        release_peer_memory(torch, cupy)
     return rows

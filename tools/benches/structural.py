@@ -21,7 +21,7 @@ import statistics
 
 import numpy as np
 
-from .common import Row, cupy_ms, gbps, session_ms, torch_ms
+from .common import Row, cupy_ms, gbps, peers, release_peer_memory, session_ms, torch_ms
 
 FAMILY = "structural"
 N2 = 16384
@@ -29,18 +29,6 @@ SHAPE4 = (64, 64, 256, 256)
 PERMS = list(itertools.permutations(range(4)))
 
 
-def _peers():
-    try:
-        import torch
-
-        torch = torch if torch.cuda.is_available() else None
-    except ImportError:
-        torch = None
-    try:
-        import cupy
-    except ImportError:
-        cupy = None
-    return torch, cupy
 
 
 def _ours_tensor(s, shape):
@@ -57,11 +45,6 @@ def _cupy_tensor(cupy, shape):
     return None if cupy is None else cupy.random.random(shape, dtype=np.float32)
 
 
-def _release(torch, cupy) -> None:
-    if torch is not None:
-        torch.cuda.empty_cache()
-    if cupy is not None:
-        cupy.get_default_memory_pool().free_all_blocks()
 
 
 def _timed(s, torch, cupy, ours, peer_t, peer_c):
@@ -132,11 +115,11 @@ def strided_view(s, torch, cupy) -> list[Row]:
 
 
 def run(s) -> list[Row]:
-    torch, cupy = _peers()
+    torch, cupy = peers()
     rows: list[Row] = []
     for section in (transpose_2d, permutations_4d, strided_view):
         rows += section(s, torch, cupy)  # its tensors die on return
         s.synchronize()
-        _release(torch, cupy)
+        release_peer_memory(torch, cupy)
     return rows
 
