@@ -262,7 +262,7 @@ def _args(spec: KernelSpec, array: str, out: str) -> str:
     return ", ".join(parts + ["ed", "ep"])
 
 
-def _lines(name: str, items: Sequence[tuple[int, int]], ct: Sequence[str], slot: str = "k",
+def _lines(name: str, items: Sequence[tuple[int, int]], ct: Sequence[str], *, slot: str = "k",
            **extra: object) -> str:
     """One snippet per (slot, value id): input slots are ``k``, output slots ``j``."""
     return "\n".join(_fill(name, T=ct[v], **{slot: i}, **extra) for i, v in items)
@@ -286,16 +286,16 @@ def generate(spec: KernelSpec) -> Generated:
     loads = _lines("scalar_load", scalars, ct)
     text += _fill("kernel_head", block=BLOCK, params=",\n    ".join(kparams),
                   scalars=loads + "\n" if loads else "")
-    common = dict(ns=ns, elem_outs=_lines("elem_out", outs, ct, "j"),
-                  elem_stores=_lines("elem_store", outs, ct, "j"))
+    common = dict(ns=ns, elem_outs=_lines("elem_out", outs, ct, slot="j"),
+                  elem_stores=_lines("elem_store", outs, ct, slot="j"))
     if spec.path == "contig":
         arrays = [(k, v) for k, (v, c) in ins if c == "c"]
-        sizes = dict(vec=spec.vec, unroll=UNROLL)
-        text += _fill("contig", **sizes, **common,
-                      vec_decls=_lines("vec_decl", arrays, ct, **sizes),
-                      vec_loads=_lines("vec_load", arrays, ct, **sizes),
-                      vec_outs=_lines("vec_out", outs, ct, "j", **sizes),
-                      vec_stores=_lines("vec_store", outs, ct, "j", **sizes),
+        vec = spec.vec
+        text += _fill("contig", vec=vec, unroll=UNROLL, **common,
+                      vec_decls=_lines("vec_decl", arrays, ct, vec=vec, unroll=UNROLL),
+                      vec_loads=_lines("vec_load", arrays, ct, vec=vec),
+                      vec_outs=_lines("vec_out", outs, ct, slot="j", vec=vec),
+                      vec_stores=_lines("vec_store", outs, ct, slot="j", vec=vec),
                       vec_args=_args(spec, "arg_vec", "arg_out_vec"),
                       elem_args=_args(spec, "arg_elem", "arg_out_elem"))
     else:

@@ -25,6 +25,7 @@ import hashlib
 import operator
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..dtypes import DType, as_dtype
 from ..errors import UnsupportedDTypeError, ValidationError
@@ -46,7 +47,7 @@ def _index(value: object, what: str) -> int:
     if isinstance(value, bool):
         raise ValidationError(f"{what} must be an int value id (got {value!r})", op=_OP)
     try:
-        return operator.index(value)  # type: ignore[call-overload]
+        return operator.index(value)  # type: ignore[arg-type]
     except TypeError:
         raise ValidationError(f"{what} must be an int value id (got {value!r})",
                               op=_OP) from None
@@ -88,7 +89,8 @@ class FusionInstruction:
     to: DType | None = None
 
     def __post_init__(self) -> None:
-        op, direction = self.op, self.direction
+        op: Any = self.op  # a name or an ElementwiseReadOp until normalised here
+        direction = self.direction
         if isinstance(op, ElementwiseReadOp):
             if direction is not None and direction != op.direction:
                 raise ValidationError(f"direction {direction!r} conflicts with {op!r}", op=_OP)

@@ -43,7 +43,7 @@ class TypedOp(NamedTuple):
     """One instruction with its dtypes resolved."""
 
     vid: int  # the value it defines
-    index: int  # its position in the plan
+    position: int  # its index in the plan
     kind: Kind
     primary: DType  # the functor's dtype
     args: tuple[int, ...]
@@ -154,7 +154,7 @@ def output_shape(plan: ElementwiseFusionPlan, typed: TypedPlan,
                 shown = " vs ".join(str(vshape[b]) for b in t.args)
                 exc = ValidationError(f"shape mismatch: {shown} (operands must have one shape, "
                                       "or rank 0 to broadcast)", op=op, kind="shape_mismatch")
-                raise _located(exc, plan, t.index)
+                raise _located(exc, plan, t.position)
         vshape.append(shape)
     outs = [vshape[o] for o in plan.outputs]
     return outs[0] if all(s == outs[0] for s in outs) else None
