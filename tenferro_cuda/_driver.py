@@ -223,7 +223,7 @@ def stream_create():
 stream_destroy = _checked("cuStreamDestroy")  # (stream)
 def guard_blocking(api: str, op: str = "") -> None:
     """Raise when a host-blocking call happens where the debug switch forbids it."""
-    forbid = forbid_everywhere or getattr(sync_policy, "forbid", 0)
+    forbid: int = forbid_everywhere or getattr(sync_policy, "forbid", 0)
     if forbid and not getattr(sync_policy, "allow", 0):
         from .errors import RuntimeStateError
 

@@ -270,13 +270,15 @@ class RawSession:
 
     def _validate_geometry(self, config: LaunchConfig) -> None:
         info = self._session._rt.info
-        bx, by, bz = config.block
+        block, grid = config.block, config.grid
+        assert isinstance(block, tuple) and isinstance(grid, tuple)  # LaunchConfig made them
+        bx, by, bz = block
         problems = []
         if bx * by * bz > info.max_threads_per_block:
-            problems.append(f"block {config.block} has {bx * by * bz} threads "
+            problems.append(f"block {block} has {bx * by * bz} threads "
                             f"(device limit {info.max_threads_per_block})")
-        for name, dims, limit in (("block", config.block, info.max_block_dims),
-                                  ("grid", config.grid, info.max_grid_dims)):
+        for name, dims, limit in (("block", block, info.max_block_dims),
+                                  ("grid", grid, info.max_grid_dims)):
             if any(d > m for d, m in zip(dims, limit)):
                 problems.append(f"{name} {dims} exceeds the device limits {limit}")
         if config.shared_bytes > info.max_shared_per_block:

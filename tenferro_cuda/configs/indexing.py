@@ -93,13 +93,13 @@ class GatherConfig:
     ``indices_are_sorted`` is accepted and ignored.
     """
 
-    offset_dims: Sequence[int]
-    collapsed_slice_dims: Sequence[int]
-    start_index_map: Sequence[int]
+    offset_dims: tuple[int, ...]
+    collapsed_slice_dims: tuple[int, ...]
+    start_index_map: tuple[int, ...]
     index_vector_dim: int
-    slice_sizes: Sequence[int]
-    operand_batching_dims: Sequence[int] = ()
-    start_indices_batching_dims: Sequence[int] = ()
+    slice_sizes: tuple[int, ...]
+    operand_batching_dims: tuple[int, ...] = ()
+    start_indices_batching_dims: tuple[int, ...] = ()
     indices_are_sorted: bool = False
 
     def __post_init__(self) -> None:
@@ -165,12 +165,12 @@ class ScatterConfig:
     ``replace`` skip its ordering pass (with duplicates the result is then unspecified).
     """
 
-    update_window_dims: Sequence[int]
-    inserted_window_dims: Sequence[int]
-    scatter_dims_to_operand_dims: Sequence[int]
+    update_window_dims: tuple[int, ...]
+    inserted_window_dims: tuple[int, ...]
+    scatter_dims_to_operand_dims: tuple[int, ...]
     index_vector_dim: int
-    input_batching_dims: Sequence[int] = ()
-    scatter_indices_batching_dims: Sequence[int] = ()
+    input_batching_dims: tuple[int, ...] = ()
+    scatter_indices_batching_dims: tuple[int, ...] = ()
     combiner: ScatterCombiner | str = ScatterCombiner.ADD
     indices_are_sorted: bool = False
     unique_indices: bool = False
@@ -234,9 +234,9 @@ class SliceConfig:
     ``strides`` defaults to all ones. Limits are checked against the operand at call time.
     """
 
-    starts: Sequence[int]
-    limits: Sequence[int]
-    strides: Sequence[int] | None = None
+    starts: tuple[int, ...]
+    limits: tuple[int, ...]
+    strides: tuple[int, ...] | None = None
 
     def __post_init__(self) -> None:
         own = "SliceConfig"
@@ -263,9 +263,9 @@ class PadConfig:
     """Edge padding ``low``/``high`` (negative values crop) and ``interior`` padding
     (>= 0 elements inserted between neighbours), per axis; ``interior`` defaults to 0."""
 
-    low: Sequence[int]
-    high: Sequence[int]
-    interior: Sequence[int] | None = None
+    low: tuple[int, ...]
+    high: tuple[int, ...]
+    interior: tuple[int, ...] | None = None
 
     def __post_init__(self) -> None:
         own = "PadConfig"

@@ -7,6 +7,7 @@ module that is not present yet is simply not part of the set.
 from __future__ import annotations
 
 import importlib
+from typing import TYPE_CHECKING
 
 from ._base import OpsBase
 from .transfer import TransferOps
@@ -38,4 +39,21 @@ def _mixins() -> tuple[type, ...]:
     return tuple(found)
 
 
-SessionOps = type("SessionOps", (*_mixins(), TransferOps, OpsBase), {})
+if TYPE_CHECKING:  # the same bases, spelled out for the type checker
+    from .analytic import AnalyticOps
+    from .blas1 import Blas1Ops
+    from .cast import CastOps
+    from .dot import DotOps
+    from .elementwise import ElementwiseOps
+    from .fusion import FusionOps
+    from .indexing import IndexingOps
+    from .interop import InteropOps
+    from .reduction import ReductionOps
+    from .structural import StructuralOps
+
+    class SessionOps(ElementwiseOps, AnalyticOps, CastOps, StructuralOps, ReductionOps,
+                     Blas1Ops, IndexingOps, DotOps, FusionOps, InteropOps, TransferOps,
+                     OpsBase):
+        pass
+else:
+    SessionOps = type("SessionOps", (*_mixins(), TransferOps, OpsBase), {})

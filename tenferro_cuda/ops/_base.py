@@ -22,6 +22,7 @@ from ..kernels.args import ArgPack
 from ..tensor import Tensor, TensorView, _Strided
 
 if TYPE_CHECKING:
+    from ..memory import DeviceBuffer
     from ..runtime import CudaRuntime, ThreadState
     from ..session import Scope
 
@@ -112,6 +113,27 @@ class OpsBase:
         need = -(-n // (block * per_thread))
         cap = self._rt.info.multiprocessor_count * 16
         return max(1, min(need, cap))
+
+    if TYPE_CHECKING:
+        # The storage helpers every family may call. They are implemented by TransferOps
+        # (ops/transfer.py; PermuteCopyOps overrides the copies) and only declared here,
+        # for the type checker: the session always has TransferOps among its bases.
+        def _compact(self, view: _Strided, op: str) -> Tensor: ...
+
+        def _copy_into(self, src: _Strided, dst: _Strided, op: str) -> None: ...
+
+        def _fill(self, out: _Strided, value: object, op: str) -> None: ...
+
+        def _scale(self, out: _Strided, factor: object, op: str) -> None: ...
+
+
+def _buf(t: _Strided) -> DeviceBuffer:
+    """The device buffer under ``t``, for a residency-checked (or freshly allocated)
+    tensor or view, where it is never None."""
+    buf = t.base.buffer
+    if buf is None:
+        raise RuntimeStateError("expected a device tensor; found a host tensor")
+    return buf
 
 
 def is_view_or_tensor(x) -> bool:

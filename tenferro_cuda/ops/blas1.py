@@ -16,7 +16,7 @@ from ..errors import ValidationError
 from ..kernels.families import blas1 as fam
 from ..shapes import reduction as shp
 from ..tensor import Tensor, TensorView, _Strided
-from ._base import OpsBase
+from ._base import OpsBase, _buf
 from ._layout import index_type, layouts_for, may_overlap
 from .reduction import BLOCK, resident_blocks
 
@@ -186,7 +186,7 @@ class Blas1Ops(OpsBase):
         fn = self._fn("blas1", _expr("axpby_strided", dtype.ctype, itype))
         pack = self._pack(("axpby_strided", dtype.itemsize, itype),
                           axpby_strided_codes(dtype, itype))
-        params = pack.pack(y.base.buffer.ptr, yl, x.base.buffer.ptr, xl, a, b, beta_zero, n)
+        params = pack.pack(_buf(y).ptr, yl, _buf(x).ptr, xl, a, b, beta_zero, n)
         self._launch1d(fn, self._grid(n), params, op)
 
     # --- implementation ---------------------------------------------------------------

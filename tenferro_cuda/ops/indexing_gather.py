@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..configs.indexing import GatherConfig, ScatterConfig
+from ..configs.indexing import GatherConfig, ScatterCombiner, ScatterConfig
 from ..dtypes import DType
 from ..kernels import device
 from ..shapes.gather import gather_dims
@@ -123,6 +123,7 @@ class GatherScatterOps(IndexingBase):
         if not is_dense(updates.shape, updates.strides):
             updates = self._compact(updates, op)
         args = self._scatter_args(out, scatter_indices, updates, config, dims)
+        assert isinstance(config.combiner, ScatterCombiner)  # ScatterConfig converted it
         passes = scatter_passes(config.combiner.value, config.unique_indices, args.windows)
         wide_key = args.windows >= _U32_KEYS
         winner = None

@@ -71,6 +71,7 @@ class SlicingOps(IndexingBase):
         if out.size == 0:
             return out
         first = sum(s * st for s, st in zip(config.starts, x.strides))
+        assert config.strides is not None  # SliceConfig filled in the default
         strides = [st * k for st, k in zip(x.strides, config.strides)]
         self._copy_view(shape, x.itemsize, _view(out),
                         (x.data_ptr() + first * x.itemsize, strides), op)
@@ -266,6 +267,7 @@ class SlicingOps(IndexingBase):
         out = self._alloc(x.dtype, shape, op)
         if out.size == 0:
             return out
+        assert config.interior is not None  # PadConfig filled in the default
         self._run(pad_launch(x.itemsize, shape, out.data_ptr(), config.low, config.interior,
                              (x.data_ptr() if x.size else 0, x.shape, x.strides), raw,
                              self._sms()), op)

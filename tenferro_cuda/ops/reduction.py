@@ -22,7 +22,7 @@ from ..kernels.families import reduce as fam
 from ..shapes import reduction as shp
 from ..shapes.reduction_plan import BLOCK, Machine, RowPass, classify, plan_reduce
 from ..tensor import Tensor, TensorView
-from ._base import OpsBase
+from ._base import OpsBase, _buf
 
 _CACHE_MAX = 2048
 _plans: dict = {}  # validated layout -> prepared steps
@@ -79,9 +79,10 @@ def _step(kind: str, dtype: DType, pdtype: DType, p) -> _Step:
     odt = DType.FLOAT32 if src is dst is pdtype and pdtype is not dtype else dtype
     partial = (pdtype, p.out_size) if p.dst_partial else None
     if isinstance(p, RowPass):
-        args = (_layout(p.kept.shape, p.kept.strides, p.kept.offset),
-                _layout(p.outer.shape, p.outer.strides), p.run, p.run_stride, p.total,
-                p.chunk, p.nchunks, p.nitems, p.group, int(p.flat))
+        args: tuple[bytes | int, ...] = (
+            _layout(p.kept.shape, p.kept.strides, p.kept.offset),
+            _layout(p.outer.shape, p.outer.strides), p.run, p.run_stride, p.total,
+            p.chunk, p.nchunks, p.nitems, p.group, int(p.flat))
         return _Step(_expression("reduce_rows", kind, odt, src, dst, p.index),
                      ("reduce_rows", p.index), row_codes(p.index), args, (p.blocks, 1, 1),
                      (BLOCK, 1, 1), partial)
@@ -207,11 +208,11 @@ class ReductionOps(OpsBase):
         alive = []  # partial buffers: freed (stream-ordered, after their readers) on return
         for st in steps:
             if st.partial is None:
-                dst_ptr = out.buffer.ptr
+                dst_ptr = _buf(out).ptr
             else:
                 part = self._alloc(st.partial[0], (st.partial[1],), op)
                 alive.append(part)
-                dst_ptr = part.buffer.ptr
+                dst_ptr = _buf(part).ptr
             params = self._pack(st.key, st.codes).pack(src_ptr, *st.args, dst_ptr)
             self._launch(self._fn("reduce", st.expression), st.grid, st.block, params, op)
             src_ptr = dst_ptr

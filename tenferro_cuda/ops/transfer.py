@@ -15,7 +15,7 @@ from ..debug import allow_host_sync
 from ..errors import RuntimeStateError, ValidationError
 from ..kernels import device
 from ..tensor import Tensor, _Strided
-from ._base import OpsBase
+from ._base import OpsBase, _buf
 from ._layout import index_type, layouts_for
 
 _STORAGE = {1: "tf::u8", 2: "unsigned short", 4: "tf::u32", 8: "tf::u64", 16: "tf::b128"}
@@ -39,7 +39,7 @@ class TransferOps(OpsBase):
             data = data.copy(order="C")
         out = self._alloc(tensor.dtype, tensor.shape, op)
         if out.nbytes:
-            device.memcpy_htod_async(out.buffer.ptr, data.ctypes.data, out.nbytes,
+            device.memcpy_htod_async(_buf(out).ptr, data.ctypes.data, out.nbytes,
                                       state.stream, op)
         return out
 
@@ -67,7 +67,7 @@ class TransferOps(OpsBase):
         if not isinstance(tensor, Tensor):
             raise ValidationError("reclaim_buffer takes an owned Tensor, not a view", op=op)
         self._resident(tensor, op)
-        tensor.buffer.release()
+        _buf(tensor).release()
 
     def copy_to(self, destination, tensor) -> Tensor:
         """Copy a tensor or view of this session into a new tensor of ``destination``
@@ -122,7 +122,7 @@ class TransferOps(OpsBase):
         itype = index_type(n)
         fn = self._fn("copy", f"tf::strided_copy<{_STORAGE[item]}, {itype}>")
         pack = self._pack(("copy", itype), "PLPL" + ("I" if itype == "tf::u32" else "Q"))
-        params = pack.pack(dst.base.buffer.ptr, dl, src.base.buffer.ptr, sl, n)
+        params = pack.pack(_buf(dst).ptr, dl, _buf(src).ptr, sl, n)
         self._launch1d(fn, self._grid(n), params, op)
 
     def _fill(self, out: _Strided, value, op: str) -> None:
@@ -158,4 +158,4 @@ class TransferOps(OpsBase):
         code = "X16" if item == 16 else f"S{item}"
         pack = self._pack(("scale", item, itype),
                           f"PL{code}" + ("I" if itype == "tf::u32" else "Q"))
-        self._launch1d(fn, self._grid(n), pack.pack(out.base.buffer.ptr, lay, raw, n), op)
+        self._launch1d(fn, self._grid(n), pack.pack(_buf(out).ptr, lay, raw, n), op)

@@ -57,6 +57,7 @@ def slice_shape(shape: Sequence[int], cfg: SliceConfig, op: str = "slice") -> tu
         if lim > n:
             raise ValidationError(f"axis {a}: limit {lim} exceeds the extent {n}", op=op,
                                   kind="axis_out_of_bounds")
+    assert cfg.strides is not None  # SliceConfig filled in the default
     return tuple(-(-(lim - s) // st) for s, lim, st in zip(cfg.starts, cfg.limits,
                                                            cfg.strides))
 
@@ -66,6 +67,7 @@ def pad_shape(shape: Sequence[int], cfg: PadConfig, op: str = "pad") -> tuple[in
     check_config(cfg, PadConfig, op)
     check_rank(shape, op)
     rank_of_config(len(cfg.low), len(shape), "PadConfig.low", op)
+    assert cfg.interior is not None  # PadConfig filled in the default
     out = []
     for a, (n, lo, hi, it) in enumerate(zip(shape, cfg.low, cfg.high, cfg.interior)):
         size = lo + hi + n + max(n - 1, 0) * it

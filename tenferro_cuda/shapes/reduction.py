@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 import numbers
 from collections.abc import Sequence
+from typing import SupportsComplex, cast
 
 import numpy as np
 
@@ -110,7 +111,7 @@ def scalar_bytes(value: object, dtype: DType, op: str, what: str) -> bytes:
         return _float_bytes(complex(v) if dtype.is_complex else v, dtype, op, what)
     if not dtype.is_complex:
         raise ValidationError(f"{what}={value!r} is complex; {dtype.value} is real", op=op)
-    return _float_bytes(complex(value), dtype, op, what)  # type: ignore[arg-type]
+    return _float_bytes(complex(cast(SupportsComplex, value)), dtype, op, what)
 
 
 def _int_bytes(v: int, dtype: DType, op: str, what: str) -> bytes:

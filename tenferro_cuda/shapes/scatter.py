@@ -49,6 +49,7 @@ def scatter_dims(shape: Sequence[int], dtype: DType, index_shape: Sequence[int],
         check_rank(s, op)
     check_index_dtype(index_dtype, op, "scatter_indices")
     same_dtype(op, dtype, update_dtype)
+    assert isinstance(cfg.combiner, ScatterCombiner)  # ScatterConfig converted it
     check_combiner(dtype, cfg.combiner, op)
     if len(shape) != cfg.operand_rank:
         raise ValidationError(
