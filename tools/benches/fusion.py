@@ -73,6 +73,18 @@ def _up(s, n: int, value: float):
     return s.upload_host_tensor(np.full(n, value, np.float32))
 
 
+def _cupy_exp_mul_add(cupy):
+    def exp_mul_add(p, q):
+        return cupy.exp(p) * q + p
+    return cupy.fuse(exp_mul_add)
+
+
+def _cupy_chain8(cupy):
+    def chain8(p, q, r):
+        return -(cupy.minimum(cupy.maximum(p * q + r - p, q) * r, p) + q)
+    return cupy.fuse(chain8)
+
+
 def _unfused_chain(s, a, b, c):
     vals = [a, b, c]
     for op, args in CHAIN:
@@ -88,7 +100,7 @@ def exp_mul_add(s, torch, cupy) -> list[Row]:
         x, y = torch.full((BIG,), 0.5, device="cuda"), torch.full((BIG,), 1.5, device="cuda")
         t = torch_ms(lambda: torch.exp(x) * y + x)
     if cupy is not None:
-        fused = cupy.fuse(lambda p, q: cupy.exp(p) * q + p)
+        fused = _cupy_exp_mul_add(cupy)
         cx, cy = cupy.full((BIG,), 0.5, cupy.float32), cupy.full((BIG,), 1.5, cupy.float32)
         c = cupy_ms(lambda: fused(cx, cy))
     nbytes = 12 * BIG
@@ -106,8 +118,7 @@ def chain8(s, torch, cupy) -> list[Row]:
         x, y, z = (torch.full((BIG,), v, device="cuda") for v in (0.5, 1.5, -0.25))
         t = torch_ms(lambda: -(torch.minimum(torch.maximum(x * y + z - x, y) * z, x) + y))
     if cupy is not None:
-        fused = cupy.fuse(lambda p, q, r: -(cupy.minimum(cupy.maximum(p * q + r - p, q) * r, p)
-                                            + q))
+        fused = _cupy_chain8(cupy)
         cx, cy, cz = (cupy.full((BIG,), v, cupy.float32) for v in (0.5, 1.5, -0.25))
         cu = cupy_ms(lambda: fused(cx, cy, cz))
     nbytes = 16 * BIG
@@ -216,7 +227,7 @@ def host_cost(s, torch, cupy) -> list[Row]:
         x, y = torch.full((SMALL,), 0.5, device="cuda"), torch.full((SMALL,), 1.5, device="cuda")
         t = host_us(lambda: torch.exp(x) * y + x, torch.cuda.synchronize)
     if cupy is not None:
-        fused = cupy.fuse(lambda p, q: cupy.exp(p) * q + p)
+        fused = _cupy_exp_mul_add(cupy)
         cx, cy = cupy.full((SMALL,), 0.5, cupy.float32), cupy.full((SMALL,), 1.5, cupy.float32)
         c = host_us(lambda: fused(cx, cy), cupy.cuda.get_current_stream().synchronize)
     return [Row(FAMILY, "repeated plan host cost, 1024 float32 (exp*b+a)", "us", ours, t, c,
