@@ -21,16 +21,13 @@ from .errors import (
     OutOfMemoryError,
 )
 
-SUCCESS = _d.CUresult.CUDA_SUCCESS
 NOT_READY = _d.CUresult.CUDA_ERROR_NOT_READY
 OUT_OF_MEMORY = int(_d.CUresult.CUDA_ERROR_OUT_OF_MEMORY)
 # Codes after which the context is unusable until the process restarts.
 STICKY_CODES = frozenset({700, 702, 714, 715, 716, 717, 718, 719})
 # Codes that mean the environment lacks a driver or a device.
 ENVIRONMENT_CODES = frozenset({3, 4, 34, 46, 100, 101, 803, 804})
-LOST_MESSAGE = (
-    "the device context is lost and the process must restart to use this GPU"
-)
+LOST_MESSAGE = "the device context is lost and the process must restart to use this GPU"
 
 lost_contexts: set[int] = set()  # int(CUcontext) of contexts hit by a sticky error
 sync_policy = threading.local()  # .forbid / .allow counters (see tenferro_cuda.debug)
@@ -164,24 +161,19 @@ def device_total_mem(dev) -> int:
     return int(check(_d.cuDeviceTotalMem(dev), "cuDeviceTotalMem"))
 
 
-_ATTR = _d.CUdevice_attribute
-ATTRIBUTES = {
-    "cc_major": _ATTR.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
-    "cc_minor": _ATTR.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR,
-    "sm_count": _ATTR.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
-    "l2_bytes": _ATTR.CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE,
-    "bus_width_bits": _ATTR.CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH,
-    "memory_clock_khz": _ATTR.CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE,
-    "max_threads_per_block": _ATTR.CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK,
-    "max_block_x": _ATTR.CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X,
-    "max_block_y": _ATTR.CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y,
-    "max_block_z": _ATTR.CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z,
-    "max_grid_x": _ATTR.CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X,
-    "max_grid_y": _ATTR.CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y,
-    "max_grid_z": _ATTR.CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z,
-    "max_shared_per_block_optin": _ATTR.CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
-    "memory_pools": _ATTR.CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED,
+# Our key -> the CU_DEVICE_ATTRIBUTE_* suffix.
+_ATTRIBUTE_NAMES = {
+    "cc_major": "COMPUTE_CAPABILITY_MAJOR", "cc_minor": "COMPUTE_CAPABILITY_MINOR",
+    "sm_count": "MULTIPROCESSOR_COUNT", "l2_bytes": "L2_CACHE_SIZE",
+    "bus_width_bits": "GLOBAL_MEMORY_BUS_WIDTH", "memory_clock_khz": "MEMORY_CLOCK_RATE",
+    "max_threads_per_block": "MAX_THREADS_PER_BLOCK", "max_block_x": "MAX_BLOCK_DIM_X",
+    "max_block_y": "MAX_BLOCK_DIM_Y", "max_block_z": "MAX_BLOCK_DIM_Z",
+    "max_grid_x": "MAX_GRID_DIM_X", "max_grid_y": "MAX_GRID_DIM_Y", "max_grid_z": "MAX_GRID_DIM_Z",
+    "max_shared_per_block_optin": "MAX_SHARED_MEMORY_PER_BLOCK_OPTIN",
+    "memory_pools": "MEMORY_POOLS_SUPPORTED",
 }
+ATTRIBUTES = {k: getattr(_d.CUdevice_attribute, "CU_DEVICE_ATTRIBUTE_" + v)
+              for k, v in _ATTRIBUTE_NAMES.items()}
 
 
 def device_attributes(dev) -> dict[str, int]:
@@ -209,9 +201,6 @@ def ctx_create(dev):
 
 
 ctx_destroy = _checked("cuCtxDestroy")  # (ctx)
-def null_context():
-    return _d.CUcontext(0)
-
 
 # --- streams and events -----------------------------------------------------------------
 
@@ -357,11 +346,6 @@ def memset_d8_async(dst: int, value: int, nbytes: int, stream, op: str = "") -> 
         _fail("cuMemsetD8Async", status, op)
 
 
-def mem_get_info() -> tuple[int, int]:
-    free, total = check(_d.cuMemGetInfo(), "cuMemGetInfo")
-    return int(free), int(total)
-
-
 def pointer_device_ordinal(ptr: int) -> int:
     attr = _d.CUpointer_attribute.CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL
     return int(check(_d.cuPointerGetAttribute(attr, ptr), "cuPointerGetAttribute"))
@@ -392,11 +376,6 @@ def function_attributes(fn) -> dict[str, int]:
     }
     api = "cuFuncGetAttribute"
     return {k: int(check(_d.cuFuncGetAttribute(a, fn), api)) for k, a in keys.items()}
-
-
-def function_set_max_dynamic_shared(fn, nbytes: int) -> None:
-    attr = _d.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
-    check(_d.cuFuncSetAttribute(fn, attr, nbytes), "cuFuncSetAttribute")
 
 
 _launch = _d.cuLaunchKernel
