@@ -157,10 +157,7 @@ def device_uuid(dev) -> str:
     return f"GPU-{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}"
 
 
-def device_total_mem(dev) -> int:
-    return int(check(_d.cuDeviceTotalMem(dev), "cuDeviceTotalMem"))
-
-
+device_total_mem = _checked("cuDeviceTotalMem")  # (dev) -> bytes
 # Our key -> the CU_DEVICE_ATTRIBUTE_* suffix.
 _ATTRIBUTE_NAMES = {
     "cc_major": "COMPUTE_CAPABILITY_MAJOR", "cc_minor": "COMPUTE_CAPABILITY_MINOR",
@@ -290,10 +287,7 @@ def mem_pool_create(ordinal: int):
 
 
 mem_pool_destroy = _checked("cuMemPoolDestroy")  # (pool)
-def mem_pool_trim(pool, keep: int = 0) -> None:
-    check(_d.cuMemPoolTrimTo(pool, keep), "cuMemPoolTrimTo")
-
-
+mem_pool_trim = _checked("cuMemPoolTrimTo")  # (pool, keep_bytes)
 def mem_pool_stats(pool) -> dict[str, int]:
     return {
         key: int(check(_d.cuMemPoolGetAttribute(pool, attr), "cuMemPoolGetAttribute"))

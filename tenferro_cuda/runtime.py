@@ -111,7 +111,7 @@ def _read_info(ordinal: int, dev) -> CudaDeviceInfo:
         name=_driver.device_name(dev),
         uuid=_driver.device_uuid(dev),
         compute_capability=(a["cc_major"], a["cc_minor"]),
-        total_memory=_driver.device_total_mem(dev),
+        total_memory=int(_driver.device_total_mem(dev)),
         multiprocessor_count=a["sm_count"],
         l2_cache_bytes=a["l2_bytes"],
         memory_bus_width_bits=a["bus_width_bits"],
