@@ -10,6 +10,7 @@ __version__ = "0.1.0"
 
 from .configs.dot import DotGeneralAccumulation, DotGeneralConfig, GemmJob, GroupedGemmConfig
 from .configs.elementwise import CompareDir, ElementwiseReadOp
+from .configs.fusion import ElementwiseFusionPlan, FusionInstruction
 from .configs.indexing import GatherConfig, PadConfig, ScatterCombiner, ScatterConfig, SliceConfig
 from .dtypes import ALL_DTYPES, DType, as_dtype, lattice_allows
 from .errors import (
@@ -26,6 +27,7 @@ from .errors import (
     UnsupportedError,
     ValidationError,
 )
+from .fusion_views import broadcast_view
 from .tensor import Tensor, TensorView
 
 bool_ = DType.BOOL
@@ -77,5 +79,6 @@ __all__ = [
     "SessionEntryError", "BackendSourceError", "OutOfMemoryError", "CompileError",
     "ContextLostError", "CudaDeviceError", "CompareDir", "ElementwiseReadOp",
     "DotGeneralConfig", "DotGeneralAccumulation", "GemmJob", "GroupedGemmConfig",
-    "GatherConfig", "ScatterConfig", "ScatterCombiner", "SliceConfig", "PadConfig", *_LAZY,
+    "GatherConfig", "ScatterConfig", "ScatterCombiner", "SliceConfig", "PadConfig",
+    "ElementwiseFusionPlan", "FusionInstruction", "broadcast_view", *_LAZY,
 ]

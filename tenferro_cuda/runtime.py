@@ -253,8 +253,11 @@ class CudaRuntime:
         """The CUfunction of ``expression`` in a generated source (fusion, extensions)."""
         key = ("<source>", source, (expression, *extra_options))
         fn = self._functions.get(key)
-        if fn is None:
-            with self._lock:
+        if fn is not None:
+            return fn
+        with self._lock:
+            fn = self._functions.get(key)  # another thread may have loaded it meanwhile
+            if fn is None:
                 prog = compile_cached(source, name, (expression,), self.info.arch,
                                       extra_options, op=op)
                 fn = self._load_function(prog, expression, op)

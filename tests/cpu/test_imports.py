@@ -75,3 +75,18 @@ SCANNER_CASES = [
                          ids=[s.replace("\n", ";") for s, _ in SCANNER_CASES])
 def test_scanner(source, native):
     assert bool(native_imports(source)) is native
+
+
+def test_ops_reach_the_driver_only_through_kernels():
+    """DESIGN 1: ops/* validate with shapes/, allocate with memory.py, launch through
+    kernels/ -- they never import _driver (or a native binding) themselves."""
+    offenders = []
+    for path in sorted((PACKAGE / "ops").glob("*.py")):
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and any(
+                    alias.name in ("_driver", "_nvrtc") for alias in node.names):
+                offenders.append(path.name)
+            if isinstance(node, ast.ImportFrom) and (node.module or "").endswith("_driver"):
+                offenders.append(path.name)
+    assert not offenders, offenders

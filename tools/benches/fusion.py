@@ -35,7 +35,7 @@ import numpy as np
 from tenferro_cuda.configs.fusion import ElementwiseFusionPlan, FusionInstruction
 from tenferro_cuda.fusion_views import broadcast_view
 
-from .common import Row, cupy_ms, gbps, host_us, session_ms, torch_ms
+from .common import Row, cupy_ms, gbps, host_us, peers, release_peer_memory, session_ms, torch_ms
 
 FAMILY = "fusion"
 BIG = 1 << 28
@@ -48,25 +48,8 @@ CHAIN = (("mul", (0, 1)), ("add", (3, 2)), ("sub", (4, 0)), ("maximum", (5, 1)),
 CHAIN8 = P(3, [Ins(op, args) for op, args in CHAIN], (10,))
 
 
-def _peers():
-    try:
-        import torch
-
-        torch = torch if torch.cuda.is_available() else None
-    except ImportError:
-        torch = None
-    try:
-        import cupy
-    except ImportError:
-        cupy = None
-    return torch, cupy
 
 
-def _release(torch, cupy) -> None:
-    if torch is not None:
-        torch.cuda.empty_cache()
-    if cupy is not None:
-        cupy.get_default_memory_pool().free_all_blocks()
 
 
 def _up(s, n: int, value: float):
@@ -258,10 +241,10 @@ def bias_add(s, torch, cupy) -> list[Row]:
 
 
 def run(s) -> list[Row]:
-    torch, cupy = _peers()
+    torch, cupy = peers()
     rows: list[Row] = []
     for section in (exp_mul_add, chain8, first_use, host_cost, bias_add):
         rows += section(s, torch, cupy)  # its tensors die on return
         s.synchronize()
-        _release(torch, cupy)
+        release_peer_memory(torch, cupy)
     return rows
