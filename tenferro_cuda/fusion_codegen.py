@@ -4,7 +4,7 @@ Everything emitted comes from the tables below: ``OP_EXPR`` maps every elementwi
 analytic and cast operation (``shapes/elementwise.KINDS``, ``CAST_KINDS``) to a call of
 its op functor from ``ptx/include/tenferro/ops.cuh`` over the primary dtype ``$T``
 (``tf::AddOp::apply<float>(v0, v1, ed)``), and ``SNIPPET`` holds every other piece of C
-(kernel skeletons, loads, stores, fences). The Python below only selects and fills them.
+(kernel skeletons, loads, stores). The Python below only selects and fills them.
 
 What the source depends on (the ``KernelSpec``): the live instructions, every value's
 dtype, the outputs, and the layout class of each input that an output depends on: ``c``
@@ -17,9 +17,10 @@ and pointers are kernel arguments: a new shape never compiles anything.
 Exactness: every value is kept in its storage dtype and every instruction is computed by
 the same functor as the unfused op, so results round exactly as op-by-op execution does.
 To keep the compiler from contracting a multiply of one instruction with an add of the
-next into an FMA (which op-by-op execution cannot do), every float32/float64/complex
-value passes an empty ``asm`` fence. float16/bfloat16 values are produced by ``cvt`` asm,
-which is already opaque.
+next into an FMA (which op-by-op execution cannot do), fused kernels are compiled with
+``OPTIONS`` (``-fmad=false``: no contraction in NVVM *or* ptxas; an ``asm`` fence between
+the two only stops the first, as the H200 run showed: fused chains then differed from
+op-by-op results in the last bit).
 
 Kernel parameters (``arg_codes`` gives the matching ArgPack codes):
     outputs (pointer each), then per live input: pointer (``c``, ``s``) or pointer +
@@ -48,13 +49,8 @@ OP_EXPR: dict[str, str] = {
 }
 # deferred-error reason -> the tf::Err the instruction reports through.
 ERR_VAR = {"integer division by zero": "ed", "negative integer exponent": "ep"}
-# dtype -> the fence that makes a value opaque to FMA contraction ("" : none needed).
-FENCE = {
-    DType.FLOAT32: 'asm("" : "+f"($v));',
-    DType.FLOAT64: 'asm("" : "+d"($v));',
-    DType.COMPLEX64: 'asm("" : "+f"($v.re), "+f"($v.im));',
-    DType.COMPLEX128: 'asm("" : "+d"($v.re), "+d"($v.im));',
-}
+# Compile options of every fused kernel (see the module docstring).
+OPTIONS = ("-fmad=false",)
 
 SNIPPET: dict[str, str] = {
     "header": """\
@@ -72,7 +68,6 @@ $body
     "body_out": "$T& r$j",
     "body_err": "const tf::Err& ed, const tf::Err& ep",
     "value": "  $T $name = $expr;",
-    "fence": "  $fence",
     "result": "  r$j = v$id;",
     "out_param": "$T* __restrict__ q$j",
     "in_param": "const $T* __restrict__ p$k",
@@ -249,10 +244,8 @@ def _body(spec: KernelSpec) -> tuple[str, str]:
 
 
 def _define(lines: list[str], dtype: DType, name: str, expr: str) -> None:
-    """``name = expr`` in ``dtype``, fenced where contraction could reach it."""
+    """``name = expr`` in ``dtype``."""
     lines.append(_fill("value", T=dtype.ctype, name=name, expr=expr))
-    if dtype in FENCE:
-        lines.append(_fill("fence", fence=Template(FENCE[dtype]).substitute(v=name)))
 
 
 def _args(spec: KernelSpec, array: str, out: str) -> str:

@@ -27,7 +27,7 @@ from typing import Any
 from ..configs.fusion import ElementwiseFusionPlan
 from ..dtypes import DType
 from ..errors import ValidationError
-from ..fusion_codegen import UNROLL, arg_codes, generate, spec_for
+from ..fusion_codegen import OPTIONS, UNROLL, arg_codes, generate, spec_for
 from ..kernels.args import ArgPack, layout_bytes
 from ..runtime import error_code
 from ..shapes.fusion import TypedPlan, output_shape, type_plan
@@ -169,7 +169,8 @@ class FusionOps(OpsBase):
             return prep
         spec = spec_for(typed, w.classes, "contig" if w.contig else "strided")
         gen = generate(spec)
-        fn = self._rt.function_from_source(gen.source, gen.name, gen.expression, op=OP)
+        fn = self._rt.function_from_source(gen.source, gen.name, gen.expression, OPTIONS,
+                                           op=OP)
         prep = FusionPrep()
         prep.fn, prep.contig, prep.nin, prep.hot = fn, w.contig, len(dtypes), None
         prep.pack = self._pack(("fusion", plan, key), arg_codes(spec))
