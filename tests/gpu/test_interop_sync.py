@@ -74,20 +74,23 @@ def test_import_waits_for_busy_torch_stream(s, torch):
     assert np.all(got == 7)
 
 
-def test_import_cai_waits_for_busy_cupy_stream(s, cupy):
-    s.from_cuda_array_interface(cupy.zeros(4, dtype=cupy.float32))  # first-use costs
-    spin = cupy.RawKernel(SPIN_SRC, "spin")
-    y = cupy.zeros(1 << 20, dtype=cupy.float32)
-    cupy.cuda.Device().synchronize()
-    side = cupy.cuda.Stream(non_blocking=True)
-    with side:
-        spin((1,), (1,), (np.int64(SPIN_CYCLES),))
-        y.fill(7)
-        iface = y.__cuda_array_interface__
-        assert not side.done, "the busy work finished before the import began"
-        t = s.from_cuda_array_interface(y)
-    assert iface.get("stream") == side.ptr
-    assert not side.done, "the producer finished too early for this test to mean much"
+class _CaiProducer:
+    """A CUDA Array Interface v3 producer whose data is written on ``stream``."""
+
+    def __init__(self, tensor, stream: int) -> None:
+        self.tensor = tensor
+        self.__cuda_array_interface__ = {
+            "shape": tuple(tensor.shape), "typestr": "<f4", "strides": None,
+            "data": (tensor.data_ptr(), False), "version": 3, "stream": stream}
+
+
+def test_import_cai_waits_for_busy_producer_stream(s, torch):
+    s.from_cuda_array_interface(_CaiProducer(torch.zeros(4, device="cuda:0"), 1))
+    side = torch.cuda.Stream()
+    y = _busy_torch_result(torch, side)
+    assert not side.query(), "the busy work finished before the import began"
+    t = s.from_cuda_array_interface(_CaiProducer(y, side.cuda_stream))
+    assert not side.query(), "the producer finished too early for this test to mean much"
     assert np.all(down(s, t) == 7)
 
 

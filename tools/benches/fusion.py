@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import re
 import subprocess
 import sys
 import tempfile
@@ -144,7 +145,7 @@ with tc.cuda_exec_session(0) as s:
     s.execute_elementwise_fusion([x, x], plan)
     s.synchronize()
     ms = (time.perf_counter() - t0) * 1e3
-print(ms, compiler.compile_count["n"] - before)
+print(f"FIRST_USE {ms} {compiler.compile_count['n'] - before}")
 """
 
 
@@ -173,7 +174,10 @@ def first_use(s, torch, cupy) -> list[Row]:
                 os.environ["TENFERRO_CUDA_CACHE_DIR"] = saved
     if out.returncode:
         raise RuntimeError(f"disk-cache child failed:\n{out.stderr}")
-    warm_ms, compiles = out.stdout.split()[-2:]
+    found = re.search(r"FIRST_USE\W+([0-9.]+)\W+([0-9]+)", out.stdout)
+    if found is None:
+        raise RuntimeError(f"disk-cache child printed no figure: {out.stdout!r}")
+    warm_ms, compiles = found.groups()
     return [
         Row(FAMILY, "first use of a new plan, cold (empty cache)", "ms", cold,
             cupy=_cupy_cold(cupy), target="<= 150 ms",

@@ -170,8 +170,17 @@ def _cupy():
     return cupy
 
 
+def _cupyx(cupy):
+    if cupy is None:
+        return None
+    import cupyx
+
+    return cupyx
+
+
 def run(s) -> list[Row]:
-    torch, cupy, cupyx = peers()
+    torch, cupy = peers()
+    cupyx = _cupyx(cupy)
     rng = np.random.default_rng(0)
     rows = gathers(s, torch, cupy, rng)
     rows += scatter_add(s, torch, cupy, cupyx, rng)
