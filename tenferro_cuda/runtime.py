@@ -130,9 +130,16 @@ class ThreadState:
     def __init__(self, runtime: CudaRuntime) -> None:
         self.thread = threading.get_ident()
         self.stream = _driver.stream_create()
-        self.err_host = _driver.host_alloc_pinned(8)
-        self.err_word = runtime.pool.alloc(8, self.stream, op="runtime")
-        _driver.memset_d8_async(self.err_word.ptr, 0, 8, self.stream)
+        self.err_host = 0
+        try:  # a failure part-way gives back what was already acquired
+            self.err_host = _driver.host_alloc_pinned(8)
+            self.err_word = runtime.pool.alloc(8, self.stream, op="runtime")
+            _driver.memset_d8_async(self.err_word.ptr, 0, 8, self.stream)
+        except BaseException:
+            if self.err_host:
+                _driver.host_free(self.err_host)
+            _driver.stream_destroy(self.stream)
+            raise
         self.prepared: dict = {}
         self.session_open = False
         self.pending: list = []  # callables run by flush() (deferred frees, fused work)

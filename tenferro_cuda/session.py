@@ -211,7 +211,12 @@ def cuda_exec_session(device: int = 0) -> Iterator[CudaExecSession]:
             "use that session instead of entering a second one", op=op, kind="reentered")
     saved = _context.enter(runtime.context, op)
     state.session_open = True
-    session = CudaExecSession._open(runtime, _TOKEN)
+    try:
+        session = CudaExecSession._open(runtime, _TOKEN)
+    except BaseException:
+        state.session_open = False
+        _context.restore(saved, runtime.context, op)
+        raise
     try:
         yield session
     finally:

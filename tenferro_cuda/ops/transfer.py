@@ -84,9 +84,9 @@ class TransferOps(OpsBase):
             return self._compact(tensor, op)
         src = tensor if tensor.is_contiguous else self._compact(tensor, op)
         ready = device.event_create()  # in this context: "the source is written"
-        device.event_record(ready, state.stream)
-        dst_state = destination._begin(op)  # makes the destination's context current
         try:
+            device.event_record(ready, state.stream)
+            dst_state = destination._begin(op)  # makes the destination's context current
             out = destination._alloc(tensor.dtype, tensor.shape, op)
             if out.nbytes:
                 device.stream_wait_event(dst_state.stream, ready)
@@ -94,12 +94,14 @@ class TransferOps(OpsBase):
                                           src.data_ptr(), self._rt.context, out.nbytes,
                                           dst_state.stream)
                 done = device.event_create()  # in the destination's context
-                device.event_record(done, dst_state.stream)
-                device.stream_wait_event(state.stream, done)
-                device.event_destroy(done)
+                try:
+                    device.event_record(done, dst_state.stream)
+                    device.stream_wait_event(state.stream, done)
+                finally:
+                    device.event_destroy(done)
         finally:
-            device.event_destroy(ready)
             _context.ensure_current(self._rt.context, self._rt.context_id)
+            device.event_destroy(ready)
         return out
 
     # --- storage kernels (used by other families and the kernel session) ---------------
