@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from .dtypes import DType, as_dtype
+from .dtypes import DType
 from .errors import RuntimeStateError, UnsupportedDTypeError, ValidationError
 from .kernels.registry import family as family_of
 from .raw import Function, KernelArg, LaunchConfig, Module, RawSession
@@ -97,7 +97,3 @@ class KernelSession:
 
     def stream(self):
         return self._raw.stream()
-
-
-def dtype_arg(dtype) -> str:
-    return as_dtype(dtype).ctype

@@ -19,7 +19,7 @@ from ..dtypes import DType
 from ..errors import RuntimeStateError, ValidationError
 from ..kernels import device
 from ..kernels.args import ArgPack
-from ..tensor import Tensor, TensorView, _Strided
+from ..tensor import Tensor, _Strided
 
 if TYPE_CHECKING:
     from ..memory import DeviceBuffer
@@ -134,7 +134,3 @@ def _buf(t: _Strided) -> DeviceBuffer:
     if buf is None:
         raise RuntimeStateError("expected a device tensor; found a host tensor")
     return buf
-
-
-def is_view_or_tensor(x) -> bool:
-    return isinstance(x, (Tensor, TensorView))
