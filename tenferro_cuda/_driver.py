@@ -152,8 +152,7 @@ def device_name(dev) -> str:
 
 
 def device_uuid(dev) -> str:
-    raw = bytes(check(_d.cuDeviceGetUuid(dev), "cuDeviceGetUuid").bytes)
-    h = raw.hex()
+    h = bytes(check(_d.cuDeviceGetUuid(dev), "cuDeviceGetUuid").bytes).hex()
     return f"GPU-{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}"
 
 
@@ -189,6 +188,14 @@ def can_access_peer(dev, peer) -> bool:
 primary_ctx_retain = _checked("cuDevicePrimaryCtxRetain")  # (dev)
 primary_ctx_release = _checked("cuDevicePrimaryCtxRelease")  # (dev)
 ctx_get_current = _checked("cuCtxGetCurrent")  # ()
+
+
+def current_context_id() -> int:
+    """The calling thread's current context as an int (0 when none): the per-op check."""
+    status, ctx = _d.cuCtxGetCurrent()
+    return _fail("cuCtxGetCurrent", status) if status else int(ctx)
+
+
 ctx_push = _checked("cuCtxPushCurrent")  # (ctx)
 ctx_pop = _checked("cuCtxPopCurrent")  # ()
 ctx_set_current = _checked("cuCtxSetCurrent")  # (ctx)
@@ -312,32 +319,27 @@ def mem_free_async(ptr: int, stream) -> int:
     return int(_free_async(ptr, stream)[0])
 
 
-def memcpy_htod_async(dst: int, src_addr: int, nbytes: int, stream, op: str = "") -> None:
-    status = _d.cuMemcpyHtoDAsync(dst, src_addr, nbytes, stream)[0]
-    if status:
-        _fail("cuMemcpyHtoDAsync", status, op)
+def _async_call(api: str):
+    """``(dst, src_or_value, nbytes, stream, op="")`` for a stream-ordered copy or memset."""
+    fn = getattr(_d, api)
+
+    def call(dst, src, nbytes: int, stream, op: str = "") -> None:
+        status = fn(dst, src, nbytes, stream)[0]
+        if status:
+            _fail(api, status, op)
+
+    call.__name__ = call.__qualname__ = api
+    return call
 
 
-def memcpy_dtoh_async(dst_addr: int, src: int, nbytes: int, stream, op: str = "") -> None:
-    status = _d.cuMemcpyDtoHAsync(dst_addr, src, nbytes, stream)[0]
-    if status:
-        _fail("cuMemcpyDtoHAsync", status, op)
-
-
-def memcpy_dtod_async(dst: int, src: int, nbytes: int, stream, op: str = "") -> None:
-    status = _d.cuMemcpyDtoDAsync(dst, src, nbytes, stream)[0]
-    if status:
-        _fail("cuMemcpyDtoDAsync", status, op)
+memcpy_htod_async = _async_call("cuMemcpyHtoDAsync")  # (dst, host address, nbytes, stream)
+memcpy_dtoh_async = _async_call("cuMemcpyDtoHAsync")  # (host address, src, nbytes, stream)
+memcpy_dtod_async = _async_call("cuMemcpyDtoDAsync")  # (dst, src, nbytes, stream)
+memset_d8_async = _async_call("cuMemsetD8Async")  # (dst, byte value, nbytes, stream)
 
 
 def memcpy_peer_async(dst: int, dst_ctx, src: int, src_ctx, nbytes: int, stream) -> None:
     check(_d.cuMemcpyPeerAsync(dst, dst_ctx, src, src_ctx, nbytes, stream), "cuMemcpyPeerAsync")
-
-
-def memset_d8_async(dst: int, value: int, nbytes: int, stream, op: str = "") -> None:
-    status = _d.cuMemsetD8Async(dst, value, nbytes, stream)[0]
-    if status:
-        _fail("cuMemsetD8Async", status, op)
 
 
 def pointer_device_ordinal(ptr: int) -> int:

@@ -32,6 +32,10 @@ from . import _driver
 from .errors import OutOfMemoryError
 
 _alloc_ids = itertools.count(1)
+_next_id = _alloc_ids.__next__
+_new = object.__new__
+_get_ident = threading.get_ident
+_finalizing = sys.is_finalizing
 _INVALID_CONTEXT = 201
 SMALL_LIMIT = 1 << 20  # buffers up to 1 MiB are recycled per stream
 SMALL_CACHE_BYTES = 64 << 20  # at most this much idles in one stream's free lists
@@ -66,12 +70,28 @@ class DeviceBuffer:
             return
         self.freed = True
         arena = self.arena
-        if arena is not None and self.ptr and not sys.is_finalizing():
+        if arena is not None and self.ptr and not _finalizing():
             arena.give_back(self.ptr, self.nbytes)
         self.owner = None
 
     def __del__(self) -> None:
+        # The hot case inline (a recycled small buffer dying on its own thread): this runs
+        # once per op output, so it avoids the calls of release/give_back/keep.
+        if self.freed:
+            return
         try:
+            arena = self.arena
+            nbytes = self.nbytes
+            if arena is not None and nbytes <= SMALL_LIMIT and arena.thread == _get_ident() \
+                    and not arena.pool.closed and not _finalizing():
+                lst = arena.lists.get(nbytes)
+                if lst is not None and arena.cached_bytes + nbytes <= SMALL_CACHE_BYTES \
+                        and self.ptr:
+                    self.freed = True
+                    lst.append(self.ptr)
+                    arena.cached_bytes += nbytes
+                    arena.frees += 1
+                    return
             self.release()
         except Exception:  # noqa: BLE001 - a finalizer must never raise
             pass
@@ -82,17 +102,29 @@ class DeviceBuffer:
 
 
 class _Arena:
-    """The per-stream part of the pool; mutated only by the thread that owns the stream."""
+    """The per-stream part of the pool; mutated only by the thread that owns the stream.
 
-    __slots__ = ("pool", "stream", "thread", "lists", "remote", "live_bytes", "live_buffers",
-                 "cached_bytes", "allocations", "frees")
+    Counters: ``held_bytes`` is what this arena holds from the driver (live + recycled),
+    ``cached_bytes`` the recycled part, so a recycled hand-out or take-back touches only
+    ``cached_bytes`` and one event counter."""
+
+    __slots__ = ("pool", "stream", "thread", "lists", "remote", "held_bytes", "cached_bytes",
+                 "allocations", "frees")
 
     def __init__(self, pool: MemoryPool, stream) -> None:
         self.pool, self.stream, self.thread = pool, stream, threading.get_ident()
         self.lists: dict[int, list[int]] = {}
         self.remote: collections.deque = collections.deque()  # (ptr, nbytes) from others
-        self.live_bytes = self.live_buffers = self.cached_bytes = 0
+        self.held_bytes = self.cached_bytes = 0
         self.allocations = self.frees = 0
+
+    @property
+    def live_bytes(self) -> int:
+        return self.held_bytes - self.cached_bytes
+
+    @property
+    def live_buffers(self) -> int:
+        return self.allocations - self.frees
 
     def give_back(self, ptr: int, nbytes: int) -> None:
         if self.pool.closed:
@@ -107,10 +139,9 @@ class _Arena:
 
     def keep(self, ptr: int, nbytes: int) -> None:
         """Owner thread: recycle a small buffer or free it on the driver pool."""
-        self.live_bytes -= nbytes
-        self.live_buffers -= 1
         self.frees += 1
         if not ptr:
+            self.held_bytes -= nbytes  # freed on the driver by the releasing thread
             return
         if nbytes <= SMALL_LIMIT and self.cached_bytes + nbytes <= SMALL_CACHE_BYTES:
             lst = self.lists.get(nbytes)
@@ -119,6 +150,7 @@ class _Arena:
             lst.append(ptr)
             self.cached_bytes += nbytes
         else:
+            self.held_bytes -= nbytes
             self.pool.driver_free(ptr, self.stream)
 
     def absorb(self) -> None:
@@ -133,6 +165,7 @@ class _Arena:
         for ptrs in lists.values():
             for ptr in ptrs:
                 self.pool.driver_free(ptr, self.stream)
+        self.held_bytes -= self.cached_bytes
         self.cached_bytes = 0
 
 
@@ -158,18 +191,32 @@ class MemoryPool:
 
     def alloc(self, nbytes: int, stream, op: str = "") -> DeviceBuffer:
         """A buffer of at least ``nbytes`` for use on ``stream`` (the caller's stream)."""
+        arena = self._arenas.get(id(stream))
+        if arena is not None and 0 < nbytes <= SMALL_LIMIT and not arena.remote:
+            nbytes = (nbytes + _GRANULE - 1) & -_GRANULE
+            lst = arena.lists.get(nbytes)
+            if lst:  # the hot case: a recycled buffer, no driver call, no __init__
+                arena.cached_bytes -= nbytes
+                arena.allocations += 1
+                buf = _new(DeviceBuffer)
+                buf.ptr, buf.nbytes, buf.pool, buf.arena, buf.stream = \
+                    lst.pop(), nbytes, self, arena, stream
+                buf.domain, buf.ordinal, buf.alloc_id, buf.freed, buf.owner = \
+                    self.domain, self.ordinal, _next_id(), False, None
+                return buf
+        return self._alloc(nbytes, stream, op)
+
+    def _alloc(self, nbytes: int, stream, op: str) -> DeviceBuffer:
         if nbytes <= 0:
             return DeviceBuffer(0, 0, None, stream, self.domain, self.ordinal)
         arena = self._arenas.get(id(stream)) or self._arena(stream)
         if arena.remote:
             arena.absorb()
         if nbytes <= SMALL_LIMIT:
-            nbytes = -(-nbytes // _GRANULE) * _GRANULE
+            nbytes = (nbytes + _GRANULE - 1) & -_GRANULE
             lst = arena.lists.get(nbytes)
             if lst:
                 arena.cached_bytes -= nbytes
-                arena.live_bytes += nbytes
-                arena.live_buffers += 1
                 arena.allocations += 1
                 return DeviceBuffer(lst.pop(), nbytes, self, stream, self.domain, self.ordinal,
                                     None, arena)
@@ -178,8 +225,7 @@ class MemoryPool:
                 f"allocating {nbytes} bytes would exceed the pool limit of {self.limit} "
                 f"bytes ({self.live_bytes} live)", op=op, requested_bytes=nbytes)
         ptr = self._driver_alloc(nbytes, stream, arena, op)
-        arena.live_bytes += nbytes
-        arena.live_buffers += 1
+        arena.held_bytes += nbytes
         arena.allocations += 1
         return DeviceBuffer(ptr, nbytes, self, stream, self.domain, self.ordinal, None, arena)
 

@@ -9,6 +9,10 @@ from .. import _driver
 
 launch = _driver.launch
 launch3 = _driver.launch3
+# The fastest 1-D launch: ``raw_launch(fn, gx, 1, 1, bx, 1, 1, 0, stream, params, 0)[0]`` is
+# the CUresult; a nonzero one goes to ``launch_failed(status, op)``, which raises.
+raw_launch = _driver._launch
+current_context_id = _driver.current_context_id
 function_attributes = _driver.function_attributes
 memcpy_htod_async = _driver.memcpy_htod_async
 memcpy_dtoh_async = _driver.memcpy_dtoh_async
@@ -27,3 +31,8 @@ pointer_device_ordinal = _driver.pointer_device_ordinal
 def lost_contexts() -> set[int]:
     """Contexts hit by a sticky error (shared set; membership test only)."""
     return _driver.lost_contexts
+
+
+def launch_failed(status, op: str) -> None:
+    """Raise the typed error for a failed ``raw_launch``."""
+    _driver._fail("cuLaunchKernel", status, op)

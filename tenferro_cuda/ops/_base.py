@@ -27,6 +27,8 @@ if TYPE_CHECKING:
     from ..session import Scope
 
 _LOST = device.lost_contexts()  # the shared set itself
+_get_ident = threading.get_ident
+_current_id = device.current_context_id
 BLOCK = 256
 
 
@@ -40,7 +42,7 @@ class OpsBase:
 
     # --- entry ---------------------------------------------------------------------------
     def _begin(self, op: str):
-        if threading.get_ident() != self._thread:
+        if _get_ident() != self._thread:
             raise RuntimeStateError(
                 "this session belongs to another thread; open a session in this thread",
                 op=op)
@@ -49,7 +51,8 @@ class OpsBase:
         rt = self._rt
         if rt.context_id in _LOST or rt.closed:
             rt.check_alive(op)
-        _context.ensure_current(rt.context, rt.context_id)
+        if _current_id() != rt.context_id:  # user code switched contexts: ours again
+            _context.ensure_current(rt.context, rt.context_id)
         return self._state
 
     def _resident(self, t, op: str, what: str = "input") -> None:

@@ -23,7 +23,8 @@ from ..tensor import Tensor
 from ._base import BLOCK
 from .elementwise_layout import CHUNK
 
-_launch3 = device.launch3
+_raw_launch = device.raw_launch
+_launch_failed = device.launch_failed
 _new = object.__new__
 _prod = math.prod
 Impl = Callable[..., Any]
@@ -52,8 +53,10 @@ def unary_impl(kind: Kind, name: str, into: bool) -> Impl:
                         blocks = (n + prep.per_block - 1) // prep.per_block
                         prep.head.pack_into(prep.block, 0, po, pa, 0, 0, n,
                                             0 if (po | pa) & 15 else 8)
-                        _launch3(prep.fn, blocks if blocks < prep.cap else prep.cap, BLOCK, st,
-                                 prep.address, name)
+                        status = _raw_launch(prep.fn, blocks if blocks < prep.cap else prep.cap,
+                                             1, 1, BLOCK, 1, 1, 0, st, prep.address, 0)[0]
+                        if status:
+                            _launch_failed(status, name)
                         return out
         return self._ew_run(kind, name, (x,))
 
@@ -74,8 +77,10 @@ def unary_impl(kind: Kind, name: str, into: bool) -> Impl:
                         blocks = (n + prep.per_block - 1) // prep.per_block
                         prep.head.pack_into(prep.block, 0, po, pa, 0, 0, n,
                                             0 if (po | pa) & 15 else 8)
-                        _launch3(prep.fn, blocks if blocks < prep.cap else prep.cap, BLOCK, st,
-                                 prep.address, name)
+                        status = _raw_launch(prep.fn, blocks if blocks < prep.cap else prep.cap,
+                                             1, 1, BLOCK, 1, 1, 0, st, prep.address, 0)[0]
+                        if status:
+                            _launch_failed(status, name)
                         return None
         self._ew_run(kind, name, (x,), out, into=True)
         return None
@@ -108,8 +113,10 @@ def binary_impl(kind: Kind, name: str, into: bool) -> Impl:
                         blocks = (n + prep.per_block - 1) // prep.per_block
                         prep.head.pack_into(prep.block, 0, po, pa, pb, 0, n,
                                             0 if (po | pa | pb) & 15 else 8)
-                        _launch3(prep.fn, blocks if blocks < prep.cap else prep.cap, BLOCK, st,
-                                 prep.address, name)
+                        status = _raw_launch(prep.fn, blocks if blocks < prep.cap else prep.cap,
+                                             1, 1, BLOCK, 1, 1, 0, st, prep.address, 0)[0]
+                        if status:
+                            _launch_failed(status, name)
                         return out
         return self._ew_run(kind, name, (lhs, rhs))
 
@@ -134,8 +141,10 @@ def binary_impl(kind: Kind, name: str, into: bool) -> Impl:
                         blocks = (n + prep.per_block - 1) // prep.per_block
                         prep.head.pack_into(prep.block, 0, po, pa, pb, 0, n,
                                             0 if (po | pa | pb) & 15 else 8)
-                        _launch3(prep.fn, blocks if blocks < prep.cap else prep.cap, BLOCK, st,
-                                 prep.address, name)
+                        status = _raw_launch(prep.fn, blocks if blocks < prep.cap else prep.cap,
+                                             1, 1, BLOCK, 1, 1, 0, st, prep.address, 0)[0]
+                        if status:
+                            _launch_failed(status, name)
                         return None
         self._ew_run(kind, name, (lhs, rhs), out, into=True)
         return None

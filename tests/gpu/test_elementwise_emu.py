@@ -208,13 +208,18 @@ def emulated_session(monkeypatch):
     state = State(rt)
     dev = Device(mem, state)
     monkeypatch.setattr("tenferro_cuda._context.ensure_current", lambda ctx, cid: None)
+    monkeypatch.setattr("tenferro_cuda.ops._base._current_id", lambda: rt.context_id)
     monkeypatch.setattr(device, "launch", dev.launch)
     monkeypatch.setattr(device, "function_attributes", lambda fn: {"registers": 36})
 
     def launch3(fn, gx, bx, stream, params, op=""):
         dev.launch(fn, (gx, 1, 1), (bx, 1, 1), 0, stream, params, op)
     monkeypatch.setattr(device, "launch3", launch3)
-    monkeypatch.setattr(elementwise_methods, "_launch3", launch3)
+
+    def raw_launch(fn, gx, gy, gz, bx, by, bz, shared, stream, params, extra):
+        dev.launch(fn, (gx, gy, gz), (bx, by, bz), shared, stream, params, "")
+        return (0,)
+    monkeypatch.setattr(elementwise_methods, "_raw_launch", raw_launch)
     s = object.__new__(CudaExecSession)
     s._rt, s._state, s._thread, s._scope = rt, state, threading.get_ident(), Scope()
 
