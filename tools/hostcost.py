@@ -35,7 +35,7 @@ with tc.cuda_exec_session(0) as s:
     st = s._state.stream
     pool = s._rt.pool
     rows = [
-        ("cuCtxGetCurrent (checked)", lambda: _driver.ctx_get_current()),
+        ("cuCtxGetCurrent (the per-op check)", _driver.current_context_id),
         ("session._begin", lambda: s._begin("add")),
         ("pool alloc+release 4 KiB", lambda: pool.alloc(4096, st).release()),
         ("add_into, 1024 f32 (no sync)", lambda: s.add_into(x, y, out)),
