@@ -18,6 +18,7 @@ Contract:
 
 from __future__ import annotations
 
+import ctypes
 import importlib
 import importlib.util
 import os
@@ -265,51 +266,58 @@ def gemm_grouped(h: Handle, ta: list, tb: list, m: list, n: list, k: list, alpha
 
 class PreparedGemm:
     """One cuBLAS GEMM with everything bound except the operand addresses and the
-    scalars (a cache slot's call): ``run`` packs alpha/beta into the host block and calls
-    cublasGemmEx or cublasGemmStridedBatchedEx directly."""
+    scalars (a cache slot's call, a repeated ``dot_general``).
 
-    __slots__ = ("fn", "api", "head", "mid", "tail", "strided", "layout", "is_complex",
-                 "item", "swap", "buf", "addr", "handle")
+    ``run`` calls cublasGemmEx or cublasGemmStridedBatchedEx directly with a prebuilt
+    argument list. alpha/beta live in this call's own host block and are packed again
+    only when the objects passed differ from the last ones (the block holds their values
+    while they are referenced here, so an identical object means identical bytes).
+    """
 
-    def __init__(self, h: Handle, plan, cuda_type: int, compute: int, layout, is_complex: bool,
-                 item: int, scalars) -> None:
+    __slots__ = ("fn", "api", "args", "slots", "layout", "is_complex", "swap", "buf", "alpha",
+                 "beta", "handle")
+
+    def __init__(self, h: Handle, plan, cuda_type: int, compute: int, layout,
+                 is_complex: bool) -> None:
         lib = load()
-        self.strided = plan.batch > 1
-        if self.strided:
+        self.buf = ctypes.create_string_buffer(48)
+        addr = ctypes.addressof(self.buf)
+        head = [h.value, plan.transa, plan.transb, plan.m, plan.n, plan.k, addr]
+        if plan.batch > 1:
             self.fn = lib.gemm_strided_batched_ex_64 if plan.use64 else lib.gemm_strided_batched_ex
             self.api = "cublasGemmStridedBatchedEx"
+            self.args = head + [0, cuda_type, plan.lda, plan.stride_a, 0, cuda_type, plan.ldb,
+                                plan.stride_b, addr + 16, 0, cuda_type, plan.ldc,
+                                plan.stride_c, plan.batch, compute, GEMM_DEFAULT]
+            self.slots = (7, 11, 16)
         else:
             self.fn = lib.gemm_ex_64 if plan.use64 else lib.gemm_ex
             self.api = "cublasGemmEx"
-        self.head = (h.value, plan.transa, plan.transb, plan.m, plan.n, plan.k)
-        self.mid = (cuda_type, plan.lda, plan.ldb, plan.ldc, plan.stride_a, plan.stride_b,
-                    plan.stride_c, plan.batch)
-        self.tail = compute
-        self.layout, self.is_complex, self.item, self.swap = layout, is_complex, item, plan.swap
-        self.buf, self.addr = scalars
+            self.args = head + [0, cuda_type, plan.lda, 0, cuda_type, plan.ldb, addr + 16, 0,
+                                cuda_type, plan.ldc, compute, GEMM_DEFAULT]
+            self.slots = (7, 10, 14)
+        self.layout, self.is_complex, self.swap = layout, is_complex, plan.swap
+        self.alpha = self.beta = None  # nothing packed yet
         self.handle = h  # the handle must outlive the bound call
 
-    def run(self, a, b, c, alpha, beta, op: str) -> None:
-        """Enqueue ``c = alpha * a . b + beta * c`` (a: lhs side, b: rhs side)."""
-        if self.is_complex:
-            self.layout.pack_into(self.buf, 0, alpha.real, alpha.imag, beta.real, beta.imag)
-        else:
-            self.layout.pack_into(self.buf, 0, alpha, beta)
-        if self.swap:
-            a, b = b, a
-        item = self.item
-        pa = a.base.buffer.ptr + a.offset * item
-        pb = b.base.buffer.ptr + b.offset * item
-        pc = c.base.buffer.ptr + c.offset * item
-        h, ta, tb, m, n, k = self.head
-        dt, lda, ldb, ldc, sa, sb, sc, batch = self.mid
-        addr = self.addr
-        try:
-            if self.strided:
-                self.fn(h, ta, tb, m, n, k, addr, pa, dt, lda, sa, pb, dt, ldb, sb, addr + 16,
-                        pc, dt, ldc, sc, batch, self.tail, GEMM_DEFAULT)
+    def run(self, pa: int, pb: int, pc: int, alpha, beta, op: str) -> None:
+        """Enqueue ``c = alpha * a . b + beta * c`` for the device addresses of element 0
+        of the lhs side ``pa``, the rhs side ``pb`` and the output ``pc``."""
+        if alpha is not self.alpha or beta is not self.beta:
+            if self.is_complex:
+                self.layout.pack_into(self.buf, 0, alpha.real, alpha.imag, beta.real,
+                                      beta.imag)
             else:
-                self.fn(h, ta, tb, m, n, k, addr, pa, dt, lda, pb, dt, ldb, addr + 16, pc, dt,
-                        ldc, self.tail, GEMM_DEFAULT)
+                self.layout.pack_into(self.buf, 0, alpha, beta)
+            self.alpha, self.beta = alpha, beta
+        args = self.args
+        ia, ib, ic = self.slots
+        if self.swap:
+            pa, pb = pb, pa
+        args[ia] = pa
+        args[ib] = pb
+        args[ic] = pc
+        try:
+            self.fn(*args)
         except Exception as exc:  # noqa: BLE001 - cuBLASError
             raise error(self.api, exc, op) from exc

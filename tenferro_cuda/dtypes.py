@@ -33,6 +33,11 @@ class DType(enum.Enum):
     COMPLEX64 = "complex64"
     COMPLEX128 = "complex128"
 
+    # Members are singletons compared by identity: hash them the same way (in C) instead
+    # of through Enum's Python-level ``hash(self._name_)``; dtype-keyed lookups are on
+    # every op's hot path.
+    __hash__ = object.__hash__
+
     @property
     def numpy(self) -> np.dtype:
         """The host dtype (``ml_dtypes.bfloat16`` for BFLOAT16)."""

@@ -26,14 +26,27 @@ if TYPE_CHECKING:
 __all__ = ["Tensor", "TensorView", "compact_strides"]
 
 
+_STRIDES: dict[tuple, tuple[int, ...]] = {}  # memo of compact_strides for tuple shapes
+_STRIDES_LIMIT = 4096
+
+
 def compact_strides(shape: Sequence[int]) -> tuple[int, ...]:
     """Row-major element strides of ``shape``."""
+    if type(shape) is tuple:
+        hit = _STRIDES.get(shape)
+        if hit is not None:
+            return hit
     out = [1] * len(shape)
     acc = 1
     for i in range(len(shape) - 1, -1, -1):
         out[i] = acc
         acc *= max(int(shape[i]), 1)
-    return tuple(out)
+    strides = tuple(out)
+    if type(shape) is tuple:
+        if len(_STRIDES) >= _STRIDES_LIMIT:
+            _STRIDES.clear()
+        _STRIDES[shape] = strides
+    return strides
 
 
 def _check_shape(shape, op: str) -> tuple[int, ...]:

@@ -26,6 +26,7 @@ from typing import Any
 from .. import _cublas
 from ..dtypes import DType
 from ..errors import BackendSourceError
+from ..tensor import _Strided
 from .dot_plan import GemmPlan
 from .transfer import TransferOps
 
@@ -81,6 +82,30 @@ class DotExecOps(TransferOps):
             h = _cublas.Handle(int(state.stream), ws.ptr, ws.nbytes, ws, op)
             state.prepared[_HANDLE_KEY] = h
         return h
+
+    def _dot_resident(self, op: str, lhs, rhs, out=None) -> tuple:
+        """``_resident`` of ``lhs``, ``rhs`` and ``out`` (when given), in that order; one
+        pass over all three when they are resident (the common case), the per-operand
+        checks (and their errors) otherwise. Returns their base tensors (None for no
+        ``out``)."""
+        if isinstance(lhs, _Strided) and isinstance(rhs, _Strided) and (
+                out is None or isinstance(out, _Strided)):
+            lb, rb = lhs.base, rhs.base
+            ob = None if out is None else out.base
+            a, b = lb.buffer, rb.buffer
+            c = b if ob is None else ob.buffer
+            domain = self._rt.domain.value
+            stream = self._state.stream
+            if a is not None and b is not None and c is not None and not (
+                    a.freed or b.freed or c.freed) and a.domain == domain and \
+                    b.domain == domain and c.domain == domain and a.stream is stream and \
+                    b.stream is stream and c.stream is stream:
+                return lb, rb, ob
+        self._resident(lhs, op, "lhs")
+        self._resident(rhs, op, "rhs")
+        if out is not None:
+            self._resident(out, op, "out")
+        return lhs.base, rhs.base, None if out is None else out.base
 
     def _dot_scalars(self):
         """(buffer, address) of this thread's 32-byte host block for alpha/beta."""
@@ -158,11 +183,10 @@ class DotExecOps(TransferOps):
                 or plan.rhs_perm is not None or plan.out_perm is not None):
             return None
         h = self._dot_handle(op)
-        cuda_type, compute, compute_tf32, layout, is_complex, item = BLAS_TYPES[dtype]
+        cuda_type, compute, compute_tf32, layout, is_complex, _ = BLAS_TYPES[dtype]
         if precision == "tf32":
             compute = compute_tf32
-        return _cublas.PreparedGemm(h, plan, cuda_type, compute, layout, is_complex, item,
-                                    self._dot_scalars())
+        return _cublas.PreparedGemm(h, plan, cuda_type, compute, layout, is_complex)
 
     def _dot_blas(self, plan: GemmPlan, a, b, c, dtype: DType, alpha, beta, precision: str,
                   op: str) -> None:

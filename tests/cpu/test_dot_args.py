@@ -180,6 +180,17 @@ def fake_lib():
     _cublas._state.update(saved)
 
 
+def _last_call(lib) -> tuple:
+    """The last cuBLAS call with its alpha/beta host addresses replaced by the bytes there
+    (bound calls keep their scalars in their own host block)."""
+    name, args = lib.calls[-1]
+    alpha = args[6]
+    beta = args.index(alpha + 16, 7)
+    args = list(args)
+    args[6], args[beta] = ctypes.string_at(alpha, 16), ctypes.string_at(alpha + 16, 16)
+    return name, tuple(args)
+
+
 @pytest.mark.parametrize("shapes,cfg", [(((4, 3), (3, 5), (4, 5)), MM),
                                         (((2, 4, 3), (2, 3, 5), (2, 4, 5)), BMM)],
                          ids=["gemm", "strided_batched"])
@@ -187,16 +198,39 @@ def fake_lib():
 def test_prepared_call_matches_uncached_call(fake_lib, shapes, cfg, dtype):
     s = Fake(stub_run=False)
     a, b, o = (s.dev(sh, dtype) for sh in shapes)
-    acc = DotGeneralAccumulation(2 if dtype.is_integer else 1.5, 0.25)
+    acc = DotGeneralAccumulation(1.5, 0.25)
     records = []
     for _ in range(2):
         s.dot_general_read_into_accum(a, b, cfg, acc, o)
-        records.append((fake_lib.calls[-1], ctypes.string_at(s._dot_scalars()[1], 32)))
+        records.append(_last_call(fake_lib))
         s.dot_general_read_into_accum_cached(0, a, b, cfg, acc, o)
-        records.append((fake_lib.calls[-1], ctypes.string_at(s._dot_scalars()[1], 32)))
+        records.append(_last_call(fake_lib))
     uncached, first_cached, _, warm = records
     assert warm == uncached == first_cached
     assert s._state.prepared[("dot", "slots")][0].call is not None
+    other = DotGeneralAccumulation(-2.0, 1.0)  # new scalars through the bound call
+    s.dot_general_read_into_accum(a, b, cfg, other, o)
+    want = _last_call(fake_lib)
+    s.dot_general_read_into_accum_cached(0, a, b, cfg, other, o)
+    assert _last_call(fake_lib) == want
+    s.dot_general_read_into_accum_cached(0, a, b, cfg, acc, o)
+    assert _last_call(fake_lib) == uncached
+
+
+@pytest.mark.parametrize("dtype", [DType.FLOAT64, DType.COMPLEX128], ids=lambda d: d.value)
+def test_repeated_dot_general_binds_the_same_call(fake_lib, dtype):
+    s = Fake(stub_run=False)
+    a, b = s.dev((3, 4, 2), dtype), s.dev((3, 2, 5), dtype)
+    records, outs = [], []
+    for _ in range(4):
+        outs.append(s.dot_general(a, b, BMM))
+        name, args = _last_call(fake_lib)
+        records.append((name, args[:16] + args[17:]))  # all but the output address
+        assert args[16] == outs[-1].data_ptr()
+    assert records[1:] == records[:-1]
+    seen = s._state.prepared[("dot", "repeat")]
+    assert len(seen) == 1 and next(iter(seen.values())).call is not None
+    assert [c[0] for c in s.calls].count("alloc") == 4
 
 
 def test_handle_setup(fake_lib):

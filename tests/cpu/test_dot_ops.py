@@ -53,6 +53,7 @@ def _errors(s: Fake):
          UnsupportedDTypeError),
         ("extent_mismatch", lambda: g(a, s.dev((4, 5)), MM), ValidationError),
         ("config_type", lambda: g(a, b, ((1,), (0,))), ValidationError),
+        ("config_unhashable", lambda: g(a, b, [(1,), (0,)]), ValidationError),
         ("tf32_float64", lambda: g(s.dev((4, 3), f64), s.dev((3, 5), f64),
                                    DotGeneralConfig((1,), (0,), precision="tf32")),
          ValidationError),
@@ -131,6 +132,31 @@ def test_dot_general_allocates_once_after_checks(s):
     kinds = [c[0] for c in s.calls]
     assert kinds == ["handle", "alloc", "run"]
     assert s.calls[2][2:5] == (1.0, 0.0, "default")
+
+
+def test_repeated_dot_general_binds_once_and_still_checks(s):
+    a, b = s.dev((2, 4, 3)), s.dev((2, 3, 5))
+    for _ in range(4):
+        s.dot_general(a, b, BMM)
+    kinds = [c[0] for c in s.calls]
+    assert kinds == ["handle", "alloc", "run"] * 2 + ["alloc", "call"] * 2
+    assert s.calls[-1][2:4] == (1.0, 0.0)
+    n = len(s.calls)
+    freed = s.dev((2, 3, 5))
+    freed.buffer.freed = True
+    host = Tensor.from_numpy(np.zeros((2, 4, 3), np.float32))
+    with pytest.raises(RuntimeStateError):
+        s.dot_general(a, freed, BMM)
+    with pytest.raises(RuntimeStateError):
+        s.dot_general(host, b, BMM)
+    with pytest.raises(ValidationError, match="dtype mismatch"):
+        s.dot_general(a, s.dev((2, 3, 5), DType.FLOAT64), BMM)
+    with pytest.raises(ValidationError, match="tf32"):
+        s.dot_general(s.dev((2, 4, 3), DType.FLOAT64), s.dev((2, 3, 5), DType.FLOAT64),
+                      DotGeneralConfig((2,), (1,), (0,), (0,), precision="tf32"))
+    assert len(s.calls) == n
+    s.dot_general(a, b, DotGeneralConfig((2,), (1,), (0,), (0,)))  # an equal config object
+    assert [c[0] for c in s.calls[n:]] == ["alloc", "call"]
 
 
 @pytest.mark.parametrize("dtype,unit", [(DType.INT32, (1, 0)), (DType.COMPLEX64, (1 + 0j, 0j))],

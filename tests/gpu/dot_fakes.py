@@ -63,7 +63,7 @@ class Fake(DotOps):
         calls = self.calls
 
         class Call:
-            def run(self, a, b, c, alpha, beta, op):
+            def run(self, pa, pb, pc, alpha, beta, op):
                 calls.append(("call", plan, alpha, beta, precision, None))
         return Call()
 

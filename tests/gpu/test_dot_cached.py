@@ -38,6 +38,22 @@ def test_warm_slot_new_data_and_scalars(s, rng, dtype):
         _call(s, 0, dtype, rng, (20, 9), "c", (9, 14), "T", MM, "c", alpha, beta)
 
 
+@pytest.mark.parametrize("dtype", [tc.float32, tc.complex128], ids=lambda d: d.value)
+def test_warm_slot_reused_accumulation_objects(s, rng, dtype):
+    """The same accumulation objects again and again (alternating): each call uses its
+    own scalars and the new data."""
+    accs = [Acc(1.0, 0.0), Acc(0.5, 2.0), Acc(-1.5, 1.0)]
+    for i in range(7):
+        acc = accs[i % 2] if i < 4 else accs[i % 3]
+        lhs, lv = device_view(s, sample(dtype, (20, 9), rng), "s")
+        rhs, rv = device_view(s, sample(dtype, (9, 14), rng), "T")
+        o = sample(dtype, (20, 14), rng)
+        out, _ = device_view(s, o, "s")
+        s.dot_general_read_into_accum_cached(5, lhs, rhs, MM, acc, out)
+        want = accum_ref(lv, rv, MM, acc.alpha, acc.beta, o, False, False)
+        check_close(down(s, out), want, dtype.value, 9)
+
+
 def test_invalidation_on_shape_strides_config(s, rng):
     f32 = tc.float32
     bmm = C((2,), (1,), (0,), (0,))

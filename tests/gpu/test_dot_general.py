@@ -61,6 +61,30 @@ def test_dot_general(s, rng, dtype, case):
     check_close(got, want, dtype.value, k)
 
 
+REPEATED = ["matmul", "lhs_transposed", "padded_views", "bmm", "batch_last", "matvec",
+            "broadcast_batch", "reversed", "contract_staged"]
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c[0] in REPEATED],
+                         ids=lambda c: c[0])
+@pytest.mark.parametrize("dtype", [tc.float32, tc.float64, tc.complex128, tc.int32],
+                         ids=lambda d: d.value)
+def test_repeated_calls_with_new_data(s, rng, dtype, case):
+    """Calls repeating a request's shapes, strides, dtypes and config (the remembered,
+    bound path from the second call on) still compute each call's own product."""
+    _, ls, ll, rs, rl, config = case
+    outs = []
+    for _ in range(4):
+        lhs, lvals = device_view(s, sample(dtype, ls, rng), ll)
+        rhs, rvals = device_view(s, sample(dtype, rs, rng), rl)
+        outs.append((s.dot_general(lhs, rhs, config), dot_ref(lvals, rvals, config)))
+    k = math.prod(ls[a] for a in config.lhs_contracting_dims)
+    for out, want in outs:
+        got = down(s, out)
+        check_close(got, want.astype(dtype.numpy) if dtype.is_integer else want, dtype.value,
+                    k)
+
+
 @pytest.mark.parametrize("dtype", [tc.float32, tc.complex64], ids=lambda d: d.value)
 def test_default_precision_is_exact_float32(s, dtype):
     """1 + 2^-20 is not a TF32 value: a TF32 product rounds it to 1 and sums to exactly 64;
