@@ -10,12 +10,16 @@ Guarantees:
   raises and does nothing while the interpreter is finalizing. (``__del__`` on this
   handle-only object instead of ``weakref.finalize``: it costs 0.2 us per buffer instead
   of 1.2 us, and the per-op host cost is a project target.)
-- Each stream (one per thread) has an ``_Arena``: its counters and the free lists of small
-  buffers (up to ``SMALL_LIMIT`` bytes), which are handed out again on that same stream
-  without a driver call. Reuse on the stream that freed a buffer is ordered after every
-  earlier use (the rule the driver's own stream-ordered pool follows). An arena is touched
-  only by its own thread, so the hot path takes no lock; a buffer whose last reference
-  dies on another thread is queued (an atomic deque append) and taken back by the owner.
+- Each stream (one per thread) has an ``_Arena``: its counters and free lists of buffers
+  up to ``RECYCLE_LIMIT`` bytes (sizes rounded to 512 B, at most ``RECYCLE_CACHE_BYTES``
+  idle per stream), which are handed out again on that same stream without a driver
+  call: a repeated op allocates its output for the cost of a list pop. The idle memory is
+  no extra reservation (the driver pool keeps freed memory reserved anyway); the arena
+  drains back to the driver pool when an allocation runs out of memory and on ``trim``.
+  Reuse on the stream that freed a buffer is ordered after every earlier use (the rule
+  the driver's own stream-ordered pool follows). An arena is touched only by its own
+  thread, so the hot path takes no lock; a buffer whose last reference dies on another
+  thread is queued (an atomic deque append) and taken back by the owner.
 - An optional limit bounds the bytes live in the pool; exceeding it, or the device
   running out, raises ``OutOfMemoryError`` with the pool statistics and leaves the
   session usable.
@@ -37,8 +41,8 @@ _new = object.__new__
 _get_ident = threading.get_ident
 _finalizing = sys.is_finalizing
 _INVALID_CONTEXT = 201
-SMALL_LIMIT = 1 << 20  # buffers up to 1 MiB are recycled per stream
-SMALL_CACHE_BYTES = 64 << 20  # at most this much idles in one stream's free lists
+RECYCLE_LIMIT = 64 << 20  # buffers up to 64 MiB are recycled per stream
+RECYCLE_CACHE_BYTES = 512 << 20  # at most this much idles in one stream's free lists
 _GRANULE = 512
 
 
@@ -82,10 +86,10 @@ class DeviceBuffer:
         try:
             arena = self.arena
             nbytes = self.nbytes
-            if arena is not None and nbytes <= SMALL_LIMIT and arena.thread == _get_ident() \
+            if arena is not None and nbytes <= RECYCLE_LIMIT and arena.thread == _get_ident() \
                     and not arena.pool.closed and not _finalizing():
                 lst = arena.lists.get(nbytes)
-                if lst is not None and arena.cached_bytes + nbytes <= SMALL_CACHE_BYTES \
+                if lst is not None and arena.cached_bytes + nbytes <= RECYCLE_CACHE_BYTES \
                         and self.ptr:
                     self.freed = True
                     lst.append(self.ptr)
@@ -130,7 +134,7 @@ class _Arena:
         if self.pool.closed:
             return
         if threading.get_ident() != self.thread:
-            if nbytes > SMALL_LIMIT:
+            if nbytes > RECYCLE_LIMIT:
                 self.pool.driver_free(ptr, self.stream)  # thread-safe; counters later
                 ptr = 0
             self.remote.append((ptr, nbytes))
@@ -143,7 +147,7 @@ class _Arena:
         if not ptr:
             self.held_bytes -= nbytes  # freed on the driver by the releasing thread
             return
-        if nbytes <= SMALL_LIMIT and self.cached_bytes + nbytes <= SMALL_CACHE_BYTES:
+        if nbytes <= RECYCLE_LIMIT and self.cached_bytes + nbytes <= RECYCLE_CACHE_BYTES:
             lst = self.lists.get(nbytes)
             if lst is None:
                 lst = self.lists[nbytes] = []
@@ -192,7 +196,8 @@ class MemoryPool:
     def alloc(self, nbytes: int, stream, op: str = "") -> DeviceBuffer:
         """A buffer of at least ``nbytes`` for use on ``stream`` (the caller's stream)."""
         arena = self._arenas.get(id(stream))
-        if arena is not None and 0 < nbytes <= SMALL_LIMIT and not arena.remote:
+        if arena is not None and 0 < nbytes <= RECYCLE_LIMIT and not arena.remote \
+                and self.limit is None:
             nbytes = (nbytes + _GRANULE - 1) & -_GRANULE
             lst = arena.lists.get(nbytes)
             if lst:  # the hot case: a recycled buffer, no driver call, no __init__
@@ -212,18 +217,18 @@ class MemoryPool:
         arena = self._arenas.get(id(stream)) or self._arena(stream)
         if arena.remote:
             arena.absorb()
-        if nbytes <= SMALL_LIMIT:
+        if nbytes <= RECYCLE_LIMIT:
             nbytes = (nbytes + _GRANULE - 1) & -_GRANULE
-            lst = arena.lists.get(nbytes)
-            if lst:
-                arena.cached_bytes -= nbytes
-                arena.allocations += 1
-                return DeviceBuffer(lst.pop(), nbytes, self, stream, self.domain, self.ordinal,
-                                    None, arena)
         if self.limit is not None and self.live_bytes + nbytes > self.limit:
             raise OutOfMemoryError(
                 f"allocating {nbytes} bytes would exceed the pool limit of {self.limit} "
                 f"bytes ({self.live_bytes} live)", op=op, requested_bytes=nbytes)
+        lst = arena.lists.get(nbytes) if nbytes <= RECYCLE_LIMIT else None
+        if lst:
+            arena.cached_bytes -= nbytes
+            arena.allocations += 1
+            return DeviceBuffer(lst.pop(), nbytes, self, stream, self.domain, self.ordinal,
+                                None, arena)
         ptr = self._driver_alloc(nbytes, stream, arena, op)
         arena.held_bytes += nbytes
         arena.allocations += 1
@@ -236,7 +241,7 @@ class MemoryPool:
             except OutOfMemoryError:
                 if not arena.cached_bytes:
                     raise
-                arena.drain()  # give the recycled small buffers back and try once more
+                arena.drain()  # give the recycled buffers back and try once more
                 return _driver.mem_alloc_async(nbytes, self.handle, stream, op)
         except OutOfMemoryError as exc:
             raise OutOfMemoryError(f"{exc.args[0]}; pool: {self.stats()}", op=op,
