@@ -9,13 +9,15 @@ target and NVRTC version, so that the failure can be reproduced.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
+from cuda import bindings as _bindings
 from cuda.bindings import nvrtc as _n
 
 from .errors import BackendSourceError, CompileError, NvrtcError
 
-__all__ = ["version", "compile_program", "CompiledProgram", "nvrtc_error_for"]
+__all__ = ["version", "origin", "compile_program", "CompiledProgram", "nvrtc_error_for"]
 
 
 def _name(code: int) -> str:
@@ -46,6 +48,11 @@ def version() -> tuple[int, int]:
     return int(result[1]), int(result[2])
 
 
+def origin() -> str:
+    """The bindings that load libnvrtc: their version and directory (calls no NVRTC)."""
+    return f"{getattr(_bindings, '__version__', '?')} {os.path.dirname(_bindings.__file__ or '')}"
+
+
 @dataclass(frozen=True)
 class CompiledProgram:
     """The output of one NVRTC compile."""
@@ -55,23 +62,27 @@ class CompiledProgram:
     log: str
 
 
+# NVRTC writes into the buffers below, so they are fresh ``bytearray``s: an immutable
+# ``bytes`` of length 1 (the size of an empty log) is CPython's shared ``b" "``, and
+# writing its NUL there made every later 1-byte " " in the process (print's separator)
+# come out as NUL.
 def _log(prog) -> str:
     size = _check(_n.nvrtcGetProgramLogSize(prog), "nvrtcGetProgramLogSize")
-    buf = b" " * int(size)
+    buf = bytearray(max(int(size), 1))
     _check(_n.nvrtcGetProgramLog(prog, buf), "nvrtcGetProgramLog")
-    return buf.rstrip(b"\0 ").decode(errors="replace")
+    return bytes(buf).rstrip(b"\0 ").decode(errors="replace")
 
 
 def _image(prog, ptx: bool) -> bytes:
     if ptx:
         size = _check(_n.nvrtcGetPTXSize(prog), "nvrtcGetPTXSize")
-        buf = b" " * int(size)
+        buf = bytearray(max(int(size), 1))
         _check(_n.nvrtcGetPTX(prog, buf), "nvrtcGetPTX")
     else:
         size = _check(_n.nvrtcGetCUBINSize(prog), "nvrtcGetCUBINSize")
-        buf = b" " * int(size)
+        buf = bytearray(max(int(size), 1))
         _check(_n.nvrtcGetCUBIN(prog, buf), "nvrtcGetCUBIN")
-    return bytes(buf)
+    return bytes(buf[:int(size)])
 
 
 def compile_program(

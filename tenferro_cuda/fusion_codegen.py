@@ -29,10 +29,11 @@ Kernel parameters (``arg_codes`` gives the matching ArgPack codes):
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from string import Template
 from typing import NamedTuple
 
 from .dtypes import DType
@@ -158,8 +159,27 @@ ARG_TAIL = "IiPii"  # n, flags, err, code_div, code_pow
 PATHS = {"contig": frozenset("cs"), "strided": frozenset("ls")}
 
 
+_PLACEHOLDER = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
+
+
+@functools.cache
+def _pieces(text: str) -> tuple[str, ...]:
+    """``text`` split at its ``$name`` placeholders: literal, name, literal, ..., literal."""
+    return tuple(_PLACEHOLDER.split(text))
+
+
+def _substitute(text: str, fields: dict[str, object]) -> str:
+    """``string.Template(text).substitute(fields)`` for the plain ``$name`` placeholders of
+    these tables (split once per text; a missing field raises KeyError)."""
+    pieces = _pieces(text)
+    out = list(pieces)
+    for i in range(1, len(pieces), 2):
+        out[i] = str(fields[pieces[i]])
+    return "".join(out)
+
+
 def _fill(snippet: str, **fields: object) -> str:
-    return Template(SNIPPET[snippet]).substitute(fields)
+    return _substitute(SNIPPET[snippet], fields)
 
 
 @dataclass(frozen=True)
@@ -231,13 +251,13 @@ def _body(spec: KernelSpec) -> tuple[str, str]:
         for pos, (a, promote) in enumerate(zip(op.args, op.promote)):
             ref = f"v{a}"
             if promote:  # a rank-0 real meets its complex counterpart: cast it as ops do
-                expr = Template(OP_EXPR[f"cast_{op.primary.value}"]).substitute(
-                    T=ct[a], args=ref, err="ed")
+                expr = _substitute(OP_EXPR[f"cast_{op.primary.value}"],
+                                   {"T": ct[a], "args": ref, "err": "ed"})
                 ref = f"c{op.vid}_{pos}"
                 _define(lines, op.primary, ref, expr)
             args.append(ref)
-        expr = Template(OP_EXPR[op.kind]).substitute(T=op.primary.ctype, args=", ".join(args),
-                                                     err=op.err)
+        expr = _substitute(OP_EXPR[op.kind], {"T": op.primary.ctype, "args": ", ".join(args),
+                                              "err": op.err})
         _define(lines, spec.values[op.vid], f"v{op.vid}", expr)
     lines += [_fill("result", j=j, id=o) for j, o in enumerate(spec.outputs)]
     return ", ".join(params), "\n".join(lines)
@@ -263,7 +283,8 @@ def _lines(name: str, items: Sequence[tuple[int, int]], ct: Sequence[str], *, sl
 
 def generate(spec: KernelSpec) -> Generated:
     """The CUDA C source of ``spec``'s kernel, its name and its NVRTC name expression."""
-    ns = f"tf_fusion_{spec.digest}"
+    digest = spec.digest
+    ns = f"tf_fusion_{digest}"
     ct = [d.ctype for d in spec.values]
     params, body = _body(spec)
     ins = list(enumerate(spec.inputs))
@@ -296,7 +317,7 @@ def generate(spec: KernelSpec) -> Generated:
         text += _fill("strided", **common, first=layouts[0][0],
                       offsets=_lines("offset", layouts, ct), steps=_lines("step", layouts, ct),
                       elem_args=_args(spec, "arg_elem", "arg_out_elem"))
-    return Generated(text, f"fusion_{spec.digest}.cu", f"{ns}::kernel")
+    return Generated(text, f"fusion_{digest}.cu", f"{ns}::kernel")
 
 
 def spec_for(typed: TypedPlan, classes: Sequence[str], path: str) -> KernelSpec:

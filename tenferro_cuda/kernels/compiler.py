@@ -5,16 +5,22 @@ extension sources are compiled. The cache key covers the source, all headers und
 ``ptx/include``, the options (include paths excluded: the headers' contents are hashed
 instead), the target arch, the NVRTC version, the tenferro_cuda version and the name
 expressions.
+
+A cache hit calls no NVRTC: the NVRTC version comes from a record in the cache directory
+when it is valid (``toolchain.py``), the header digest is computed once per process.
 """
 
 from __future__ import annotations
 
 import functools
 import logging
+import os
 import time
+from pathlib import Path
 
 from .. import _nvrtc
 from .._nvrtc import CompiledProgram
+from . import toolchain
 from .cache import KernelCache, cache_key
 from .registry import INCLUDE_DIR, family
 
@@ -26,17 +32,30 @@ compile_count = {"n": 0}  # NVRTC compiles in this process (observable by tests)
 
 @functools.lru_cache(maxsize=1)
 def headers_digest() -> str:
+    """Digest of every file under ``ptx/include`` (relative path and bytes, in path order)."""
     parts: list[str | bytes] = []
-    for path in sorted(INCLUDE_DIR.rglob("*")):
-        if path.is_file():
-            parts += [str(path.relative_to(INCLUDE_DIR)), path.read_bytes()]
+    for rel in sorted(_files(str(INCLUDE_DIR), ())):
+        with open(os.path.join(INCLUDE_DIR, *rel), "rb") as fh:
+            parts += [os.sep.join(rel), fh.read()]
     return cache_key(tuple(parts))
 
 
-@functools.lru_cache(maxsize=1)
-def nvrtc_version() -> str:
-    major, minor = _nvrtc.version()
-    return f"{major}.{minor}"
+def _files(root: str, rel: tuple[str, ...]) -> list[tuple[str, ...]]:
+    """The files under ``root`` as relative path parts."""
+    out = []
+    with os.scandir(os.path.join(root, *rel)) as entries:
+        for entry in entries:
+            if entry.is_dir():
+                out += _files(root, (*rel, entry.name))
+            elif entry.is_file():
+                out.append((*rel, entry.name))
+    return out
+
+
+def nvrtc_version(directory: Path | None = None) -> str:
+    """``major.minor`` of NVRTC, without loading it when the record in ``directory`` (the
+    shared cache's by default) is valid (``toolchain.py``)."""
+    return toolchain.version(directory if directory is not None else shared_cache().directory)
 
 
 def shared_cache() -> KernelCache:
@@ -69,9 +88,8 @@ def compile_cached(
 
     cache = cache if cache is not None else shared_cache()
     options = options_for(arch, extra_options)
-    key = cache_key(
-        (source, headers_digest(), *options, nvrtc_version(), __version__, *expressions)
-    )
+    nvrtc = toolchain.version(cache.directory)
+    key = cache_key((source, headers_digest(), *options, nvrtc, __version__, *expressions))
     prog = cache.get(key)
     if prog is not None:
         return prog
@@ -82,7 +100,11 @@ def compile_cached(
     compile_count["n"] += 1
     log.info("compiled %s [%s] for sm_%d in %.1f ms", source_name,
              ", ".join(expressions)[:200], arch, 1e3 * (time.perf_counter() - start))
+    real = toolchain.confirm()  # NVRTC is loaded now: check the version the key used
+    if real != nvrtc:
+        key = cache_key((source, headers_digest(), *options, real, __version__, *expressions))
     cache.put(key, prog)
+    toolchain.record(cache.directory)
     return prog
 
 

@@ -9,11 +9,13 @@ output and launches one kernel that reads each input once and writes each output
 
 The **hot path** (``ops/fusion_fast.py``): a repeated plan over compact ``Tensor``
 operands of one shape (rank-0 operands broadcast) whose dtypes match the last contiguous
-launch of this plan on this thread calls that launch's prepared closure: no typing, no
-layout work, no code generation; only residency, dtype and shape checks, the output
+launch of this plan on this thread calls that launch's prepared closure, kept under the
+plan itself in the thread's ``prepared`` map: one dict lookup, then no typing, no layout
+work, no code generation; only residency, dtype and shape checks, the output
 allocations, one ``struct.pack_into`` and the launch. Anything else takes the general
 path, which also raises the typed errors. Per (plan, input dtypes, layout classes) and
-thread the general path keeps the typed plan, the loaded function and its ArgPack.
+thread the general path keeps the typed plan, the loaded function and its ArgPack (a
+``FusionEntry`` under ``("fusion", plan)``).
 Integer division by zero (and a negative integer exponent) in a fused kernel is a
 deferred error raised by ``synchronize()`` like the unfused ops'.
 """
@@ -65,12 +67,11 @@ class FusionPrep:
 
 
 class FusionEntry:
-    """Per plan and thread: typed plans and preps by their keys; the hot-path closure."""
+    """Per plan and thread: typed plans and preps by their keys."""
 
-    __slots__ = ("fast", "typed", "preps")
+    __slots__ = ("typed", "preps")
 
     def __init__(self) -> None:
-        self.fast: Hot | None = None
         self.typed: dict[tuple, TypedPlan] = {}
         self.preps: dict[tuple, FusionPrep] = {}
 
@@ -111,11 +112,12 @@ class FusionOps(OpsBase):
             An input is not resident on this session, or the session is closed.
         """
         state = self._begin(OP)
-        entry = state.prepared.get(plan) if type(plan) is ElementwiseFusionPlan else None
-        if entry is not None and entry.fast is not None:
-            outs = entry.fast(inputs)  # None: not a hot call, take the general path
-            if outs is not None:
-                return outs
+        if type(plan) is ElementwiseFusionPlan:
+            hot = state.prepared.get(plan)
+            if hot is not None:
+                outs = hot(inputs)  # None: not a hot call, take the general path
+                if outs is not None:
+                    return outs
         return self._fusion_general(inputs, plan, state)
 
     # --- the general path --------------------------------------------------------------
@@ -132,9 +134,9 @@ class FusionOps(OpsBase):
                                   f"{len(inputs)})", op=OP)
         for k, x in enumerate(inputs):
             self._resident(x, OP, f"inputs[{k}]")
-        entry = state.prepared.get(plan)
+        entry = state.prepared.get(("fusion", plan))
         if entry is None:
-            entry = state.prepared[plan] = FusionEntry()
+            entry = state.prepared[("fusion", plan)] = FusionEntry()
         dtypes = tuple(x.dtype for x in inputs)
         scalars = tuple(x.ndim == 0 for x in inputs)
         typed = entry.typed.get((dtypes, scalars))
@@ -155,7 +157,7 @@ class FusionOps(OpsBase):
             if all(type(x) is Tensor for x in inputs):  # the hot path serves such calls
                 if prep.hot is None:
                     prep.hot = hot_path(prep)
-                entry.fast = prep.hot
+                state.prepared[plan] = prep.hot
         else:
             self._fusion_strided(prep, w, inputs, outs)
         return outs

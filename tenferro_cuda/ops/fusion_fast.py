@@ -1,17 +1,24 @@
 """The hot path of ``execute_elementwise_fusion``: one closure per prepared contiguous kernel.
 
-A closure answers one call over compact ``Tensor`` operands of one shape (rank-0 operands
+The session keeps the closure of a plan's last contiguous launch over compact ``Tensor``
+operands under the plan itself in the thread's ``prepared`` map, so a repeated call costs
+one dict lookup (the plan's hash is computed once, at construction) and one call. The
+closure answers a call over compact ``Tensor`` operands of one shape (rank-0 operands
 broadcast, classes ``c``/``s``/``u`` as prepared) whose dtypes are the prepared ones, all
 resident on the prepared stream, with fewer than ``CHUNK`` elements. It allocates the
 outputs, rewrites the varying head of the kernel's parameter block (one
 ``struct.pack_into``) and launches. For anything else it returns None and the caller takes
 the general path, which validates and raises. Everything constant (function, grid cap,
-error word, dtypes, pool, stream) is bound when the closure is made; the commonest shape,
-one to three compact inputs and one output, has its checks unrolled.
+error word, dtypes, pool, stream) is bound when the closure is made; the commonest shapes,
+one, two or three compact inputs and one output, have a closure each with the checks
+written out (no loops, no per-call branches on the operand count). Like the elementwise
+fast path, a closure calls ``cuLaunchKernel`` itself (``device.raw_launch``: grid, block,
+shared memory, stream, parameter block) and raises through ``device.launch_failed``.
 
 ``HotBlock`` is the contiguous kernel's parameter block (``fusion_codegen.arg_codes``:
 pointers, ``u32 n``, ``int flags``, ``int* err``, ``int code_div``, ``int code_pow``) with the
-constant tail (error word and codes) written once.
+constant tail (error word and codes) written once. Launches pass its address, so every
+closure holds its block (the ``_block`` default argument).
 """
 
 from __future__ import annotations
@@ -31,6 +38,7 @@ OP = "execute_elementwise_fusion"
 _TAIL = struct.Struct("<Qii")  # err, code_div, code_pow
 _new = object.__new__
 _prod = math.prod
+_failed = device.launch_failed
 Hot = Callable[[Sequence], "list[Tensor] | None"]
 
 
@@ -58,31 +66,100 @@ class HotBlock:
 
 def hot_path(prep: Any) -> Hot:
     """The hot-path closure of ``prep`` (a contiguous FusionPrep)."""
-    launch = device.launch3
     blk = HotBlock(len(prep.outs) + sum(c != "u" for c in prep.classes), prep.err, prep.cdiv,
                    prep.cpow)
     if len(prep.outs) == 1 and set(prep.classes) == {"c"} and prep.nin <= 3:
-        return _unrolled(prep, blk, launch)
-    return _general(prep, blk, launch)
+        return (_one, _two, _three)[prep.nin - 1](prep, blk, device.raw_launch)
+    return _general(prep, blk, device.raw_launch)
 
 
-def _unrolled(prep: Any, blk: HotBlock, launch: Callable) -> Hot:
-    nin = prep.nin
-    d0, d1, d2 = (*prep.dtypes, None, None)[:3]
-    (odt, item), = prep.outs
+def _one(prep: Any, blk: HotBlock, launch: Callable) -> Hot:
+    (d0,) = prep.dtypes
+    ((odt, item),) = prep.outs
     fn, cap, per = prep.fn, prep.cap, prep.per_block
     alloc, st, dom = prep.pool.alloc, prep.stream, prep.dom
-    pack_into, block = blk.head.pack_into, blk.block
+    pack_into, block, address = blk.head.pack_into, blk.block, blk.address
 
-    def hot(inputs):
-        if (type(inputs) is not list and type(inputs) is not tuple) or len(inputs) != nin:
+    def hot(inputs, _block=blk):
+        if (type(inputs) is not list and type(inputs) is not tuple) or len(inputs) != 1:
             return None
-        x = inputs[0]
-        y = inputs[1] if nin > 1 else x
-        z = inputs[2] if nin > 2 else x
+        (x,) = inputs
+        if type(x) is not Tensor or x.dtype is not d0:
+            return None
+        shape = x.shape
+        bx = x.buffer
+        if not shape or bx is None or bx.freed or bx.domain != dom or bx.stream is not st:
+            return None
+        n = _prod(shape)
+        if not 0 < n < CHUNK:
+            return None
+        buf = alloc(n * item, st, OP)
+        out = _new(Tensor)
+        out.dtype, out.shape, out.strides, out.offset, out.buffer, out.host = \
+            odt, shape, x.strides, 0, buf, None
+        po, pa = buf.ptr, bx.ptr
+        pack_into(block, 0, po, pa, n, 0 if (po | pa) & 15 else 1)
+        blocks = (n + per - 1) // per
+        status = launch(fn, blocks if blocks < cap else cap, 1, 1, BLOCK, 1, 1, 0, st, address,
+                        0)[0]
+        if status:
+            _failed(status, OP)
+        return [out]
+    return hot
+
+
+def _two(prep: Any, blk: HotBlock, launch: Callable) -> Hot:
+    d0, d1 = prep.dtypes
+    ((odt, item),) = prep.outs
+    fn, cap, per = prep.fn, prep.cap, prep.per_block
+    alloc, st, dom = prep.pool.alloc, prep.stream, prep.dom
+    pack_into, block, address = blk.head.pack_into, blk.block, blk.address
+
+    def hot(inputs, _block=blk):
+        if (type(inputs) is not list and type(inputs) is not tuple) or len(inputs) != 2:
+            return None
+        x, y = inputs
+        if type(x) is not Tensor or type(y) is not Tensor or x.dtype is not d0 \
+                or y.dtype is not d1:
+            return None
+        shape = x.shape
+        if not shape or y.shape != shape:
+            return None
+        bx, by = x.buffer, y.buffer
+        if bx is None or by is None or bx.freed or by.freed or bx.domain != dom \
+                or by.domain != dom or bx.stream is not st or by.stream is not st:
+            return None
+        n = _prod(shape)
+        if not 0 < n < CHUNK:
+            return None
+        buf = alloc(n * item, st, OP)
+        out = _new(Tensor)
+        out.dtype, out.shape, out.strides, out.offset, out.buffer, out.host = \
+            odt, shape, x.strides, 0, buf, None
+        po, pa, pb = buf.ptr, bx.ptr, by.ptr
+        pack_into(block, 0, po, pa, pb, n, 0 if (po | pa | pb) & 15 else 1)
+        blocks = (n + per - 1) // per
+        status = launch(fn, blocks if blocks < cap else cap, 1, 1, BLOCK, 1, 1, 0, st, address,
+                        0)[0]
+        if status:
+            _failed(status, OP)
+        return [out]
+    return hot
+
+
+def _three(prep: Any, blk: HotBlock, launch: Callable) -> Hot:
+    d0, d1, d2 = prep.dtypes
+    ((odt, item),) = prep.outs
+    fn, cap, per = prep.fn, prep.cap, prep.per_block
+    alloc, st, dom = prep.pool.alloc, prep.stream, prep.dom
+    pack_into, block, address = blk.head.pack_into, blk.block, blk.address
+
+    def hot(inputs, _block=blk):
+        if (type(inputs) is not list and type(inputs) is not tuple) or len(inputs) != 3:
+            return None
+        x, y, z = inputs
         if type(x) is not Tensor or type(y) is not Tensor or type(z) is not Tensor \
-                or x.dtype is not d0 or (nin > 1 and y.dtype is not d1) \
-                or (nin > 2 and z.dtype is not d2):
+                or x.dtype is not d0 or y.dtype is not d1 or z.dtype is not d2:
             return None
         shape = x.shape
         if not shape or y.shape != shape or z.shape != shape:
@@ -100,16 +177,12 @@ def _unrolled(prep: Any, blk: HotBlock, launch: Callable) -> Hot:
         out.dtype, out.shape, out.strides, out.offset, out.buffer, out.host = \
             odt, shape, x.strides, 0, buf, None
         po, pa, pb, pc = buf.ptr, bx.ptr, by.ptr, bz.ptr
-        flags = 0 if (po | pa | pb | pc) & 15 else 1
-        if nin == 1:
-            pack_into(block, 0, po, pa, n, flags)
-        elif nin == 2:
-            pack_into(block, 0, po, pa, pb, n, flags)
-        else:
-            pack_into(block, 0, po, pa, pb, pc, n, flags)
+        pack_into(block, 0, po, pa, pb, pc, n, 0 if (po | pa | pb | pc) & 15 else 1)
         blocks = (n + per - 1) // per
-        # (blk.address, not a copy of it: the closure must keep ``blk`` alive)
-        launch(fn, blocks if blocks < cap else cap, BLOCK, st, blk.address, OP)
+        status = launch(fn, blocks if blocks < cap else cap, 1, 1, BLOCK, 1, 1, 0, st, address,
+                        0)[0]
+        if status:
+            _failed(status, OP)
         return [out]
     return hot
 
@@ -119,7 +192,7 @@ def _general(prep: Any, blk: HotBlock, launch: Callable) -> Hot:
     fn, cap, per = prep.fn, prep.cap, prep.per_block
     alloc, st, dom = prep.pool.alloc, prep.stream, prep.dom
 
-    def hot(inputs):
+    def hot(inputs, _block=blk):
         if (type(inputs) is not list and type(inputs) is not tuple) or len(inputs) != nin:
             return None
         shape: tuple[int, ...] = ()
@@ -155,7 +228,9 @@ def _general(prep: Any, blk: HotBlock, launch: Callable) -> Hot:
             optrs.append(buf.ptr)
             acc |= buf.ptr
         blocks = (n + per - 1) // per
-        launch(fn, blocks if blocks < cap else cap, BLOCK, st,
-               blk.pack(*optrs, *ptrs, n, 0 if acc & 15 else 1), OP)
+        status = launch(fn, blocks if blocks < cap else cap, 1, 1, BLOCK, 1, 1, 0, st,
+                        _block.pack(*optrs, *ptrs, n, 0 if acc & 15 else 1), 0)[0]
+        if status:
+            _failed(status, OP)
         return result
     return hot

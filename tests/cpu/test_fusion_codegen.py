@@ -8,6 +8,7 @@ and depend on nothing but the spec."""
 from __future__ import annotations
 
 import re
+from string import Template
 
 import pytest
 from hypothesis import given, settings
@@ -113,6 +114,15 @@ def test_op_table_covers_every_operation():
     assert fc.OPTIONS == ("-fmad=false",)
     reasons = {k.error_reason(d) for k in KINDS.values() for d in ALL_DTYPES} - {None}
     assert reasons == set(fc.ERR_VAR)
+
+
+def test_fill_is_string_template_substitution():
+    for text in [*fc.SNIPPET.values(), *fc.OP_EXPR.values()]:
+        fields = {name: f"<{name}>" for name in re.findall(r"\$(\w+)", text)}
+        assert fc._substitute(text, fields) == Template(text).substitute(fields)
+        if fields:
+            with pytest.raises(KeyError):
+                fc._substitute(text, {})
 
 
 def test_sources_are_deterministic_and_specific():

@@ -1,6 +1,6 @@
 """The fusion hot path (ops/fusion_fast.py) on the emulated device: every closure variant
-(unrolled for one to three compact inputs and one output, general for scalars, unused
-inputs and several outputs) serves repeated calls without the general path and with the
+(written out for one, two and three compact inputs and one output, general for scalars,
+unused inputs and several outputs) serves repeated calls without the general path and with the
 right values; every call it cannot serve falls through to the general path (which raises
 where it must); its parameter block matches the kernel's ArgPack byte for byte."""
 
@@ -16,8 +16,9 @@ from test_fusion_plans import make_inputs, unfused
 
 from tenferro_cuda.configs.fusion import ElementwiseFusionPlan, FusionInstruction
 from tenferro_cuda.dtypes import DType
-from tenferro_cuda.errors import RuntimeStateError, ValidationError
+from tenferro_cuda.errors import BackendSourceError, RuntimeStateError, ValidationError
 from tenferro_cuda.fusion_codegen import arg_codes, spec_for
+from tenferro_cuda.kernels import device
 from tenferro_cuda.kernels.args import ArgPack
 from tenferro_cuda.ops import fusion as fusion_ops
 from tenferro_cuda.ops.fusion_fast import HotBlock
@@ -39,10 +40,10 @@ def emu(monkeypatch):
 
 VARIANTS = {
     # name: (plan, dtypes, rank-0 inputs, closure)
-    "one input": (P(1, [Ins("neg", (0,)), Ins("abs", (1,))], (2,)), [D.INT8], (), "_unrolled"),
-    "two inputs": (P(2, [Ins("mul", (0, 1))], (2,)), [D.FLOAT16] * 2, (), "_unrolled"),
+    "one input": (P(1, [Ins("neg", (0,)), Ins("abs", (1,))], (2,)), [D.INT8], (), "_one"),
+    "two inputs": (P(2, [Ins("mul", (0, 1))], (2,)), [D.FLOAT16] * 2, (), "_two"),
     "three inputs": (P(3, [Ins("select", (0, 1, 2))], (3,)), [D.BOOL, D.COMPLEX128,
-                                                              D.COMPLEX128], (), "_unrolled"),
+                                                              D.COMPLEX128], (), "_three"),
     "scalar input": (P(2, [Ins("sub", (0, 1))], (2,)), [D.FLOAT64] * 2, (1,), "_general"),
     "unused input": (P(3, [Ins("add", (0, 2))], (3,)), [D.INT32] * 3, (), "_general"),
     "two outputs": (P(2, [Ins("add", (0, 1)), Ins("compare", (0, 1), direction="LT")],
@@ -59,8 +60,8 @@ def test_hot_calls_skip_the_general_path(emu, name):
     arrays = make_inputs(1, dtypes, (6, 7), scalar)
     xs = [put(s, a) for a in arrays]
     s.execute_elementwise_fusion(xs, plan)
-    entry = s._state.prepared[plan]
-    assert entry.fast.__qualname__.startswith(closure) and calls == [1]
+    hot = s._state.prepared[plan]  # the closure sits under the plan itself
+    assert hot.__qualname__.startswith(closure + ".") and calls == [1]
     for seed in (2, 3):
         arrays = make_inputs(seed, dtypes, (6, 7), scalar)
         xs = [put(s, a) for a in arrays]
@@ -127,3 +128,14 @@ def test_hot_block_matches_the_argpack(classes, outputs):
     pb = (ctypes.c_void_p * len(codes)).from_address(b)
     for k, code in enumerate(codes):
         assert ctypes.string_at(pa[k], sizes[code]) == ctypes.string_at(pb[k], sizes[code])
+
+
+def test_a_failed_hot_launch_raises_the_typed_error(emu, monkeypatch):
+    s, fdev, rt, calls = emu
+    monkeypatch.setattr(device, "raw_launch", lambda *args: (1,))  # CUDA_ERROR_INVALID_VALUE
+    plan = P(2, [Ins("mul", (0, 1))], (2,))
+    x, y = put(s, np.full(8, 3, np.float32)), put(s, np.full(8, 2, np.float32))
+    s.execute_elementwise_fusion([x, y], plan)  # the general path launches; closure made
+    with pytest.raises(BackendSourceError, match="cuLaunchKernel") as info:
+        s.execute_elementwise_fusion([x, y], plan)
+    assert info.value.op == "execute_elementwise_fusion" and calls == [1]

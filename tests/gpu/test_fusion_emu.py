@@ -191,4 +191,9 @@ def fusion_session(monkeypatch):
             ew_launch(fn, grid, block, smem, stream, params, op)
     dev.launch = launch
     monkeypatch.setattr(device, "launch", launch)
+
+    def raw_launch(fn, gx, gy, gz, bx, by, bz, shared, stream, params, extra):
+        launch(fn, (gx, gy, gz), (bx, by, bz), shared, stream, params)
+        return (0,)
+    monkeypatch.setattr(device, "raw_launch", raw_launch)  # the hot path's launch
     return s, fdev, dev, rt

@@ -21,7 +21,7 @@ from tenferro_cuda.configs.fusion import ElementwiseFusionPlan, FusionInstructio
 from tenferro_cuda.dtypes import DType
 from tenferro_cuda.errors import ValidationError
 from tenferro_cuda.fusion_views import broadcast_view
-from tenferro_cuda.kernels import compiler
+from tenferro_cuda.kernels import compiler, toolchain
 
 D = DType
 P, Ins = ElementwiseFusionPlan, FusionInstruction
@@ -165,16 +165,28 @@ with tc.cuda_exec_session(0) as s:
     x = s.upload_host_tensor(np.ones(10, np.float32))
     s.execute_elementwise_fusion([x, x], plan)
     s.synchronize()
-print(compiler.compile_count["n"])
+try:
+    with open("/proc/self/maps") as fh:
+        mapped = int("/libnvrtc.so" in fh.read())
+except OSError:
+    mapped = -1
+print(compiler.compile_count["n"], mapped)
 """
 
 
 def test_new_process_reads_the_disk_cache(s):
     x = up(s, np.ones(10, np.float32))
     s.execute_elementwise_fusion([x, x], _unique_plan())  # compiled (or found) and written
+    directory = compiler.shared_cache().directory
+    toolchain.confirm()
+    toolchain.record(directory)  # (done by any compile already; none if two libnvrtc mapped)
+    recorded = toolchain.record_path(directory).is_file()
     root = str(Path(__file__).resolve().parents[2])
     env = {**os.environ, "PYTHONPATH": root + os.pathsep + os.environ.get("PYTHONPATH", "")}
     out = subprocess.run([sys.executable, "-c", _CHILD], capture_output=True, text=True,
                          env=env, cwd=root, timeout=300)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.strip().splitlines()[-1] == "0"
+    compiles, mapped = out.stdout.split()[-2:]
+    assert compiles == "0"
+    if recorded:  # the NVRTC record answered the cache key: NVRTC was never loaded
+        assert mapped == "0"
