@@ -1,4 +1,5 @@
-"""The only module that imports cuBLAS bindings (NVIDIA's nvmath-python), lazily.
+"""The only module that imports cuBLAS bindings (NVIDIA's nvmath-python), lazily (the
+cuBLASLt bindings too, for ``_cublas_lt``'s bound calls: ``load_lt``).
 
 Contract:
 - Importing this module loads nothing. ``load()`` imports ``nvmath.bindings.cublas``,
@@ -140,6 +141,24 @@ def load():
                 _state["error"] = exc
                 raise
         return _state["lib"]
+
+
+def load_lt():
+    """nvmath's cuBLASLt bindings, or None when they cannot be used (remembered; callers
+    then keep cublasGemmEx, which ``load`` guarantees)."""
+    if "lt" not in _state:
+        name = getattr(load(), "__name__", None)  # only beside nvmath's own cuBLAS module
+        with _lock:
+            if "lt" not in _state:
+                lt = None
+                if name == _PACKAGE + ".bindings.cublas":
+                    try:
+                        lt = importlib.import_module(_PACKAGE + ".bindings.cublasLt")
+                        lt.get_version()
+                    except Exception:  # noqa: BLE001 - ImportError, FunctionNotFoundError
+                        lt = None
+                _state["lt"] = lt
+    return _state["lt"]
 
 
 def version() -> tuple[int, int, int]:

@@ -23,7 +23,7 @@ import ctypes
 import struct
 from typing import Any
 
-from .. import _cublas
+from .. import _cublas, _cublas_lt
 from ..dtypes import DType
 from ..errors import BackendSourceError
 from ..tensor import _Strided
@@ -186,7 +186,8 @@ class DotExecOps(TransferOps):
         cuda_type, compute, compute_tf32, layout, is_complex, _ = BLAS_TYPES[dtype]
         if precision == "tf32":
             compute = compute_tf32
-        return _cublas.PreparedGemm(h, plan, cuda_type, compute, layout, is_complex)
+        call = _cublas.PreparedGemm(h, plan, cuda_type, compute, layout, is_complex)
+        return _cublas_lt.bind(h, plan, cuda_type, compute, call) or call
 
     def _dot_blas(self, plan: GemmPlan, a, b, c, dtype: DType, alpha, beta, precision: str,
                   op: str) -> None:
