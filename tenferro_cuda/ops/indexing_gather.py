@@ -14,6 +14,8 @@ from .indexing_plan import (
     ScatterArgs,
     gather_launch,
     is_dense,
+    keeps_l2,
+    l2_normal_launch,
     scatter_launch,
     scatter_passes,
 )
@@ -132,8 +134,11 @@ class GatherScatterOps(IndexingBase):
             winner = self._rt.pool.alloc(nbytes, self._state.stream, op)
             self._memset_zero(winner.ptr, nbytes, op)
         wptr = 0 if winner is None else winner.ptr
+        arch = self._rt.info.arch
         for p in passes:
-            self._run(scatter_launch(args, p, wptr, wide_key, self._sms()), op)
+            self._run(scatter_launch(args, p, wptr, wide_key, self._sms(), arch), op)
+            if keeps_l2(args, p, arch):
+                self._run(l2_normal_launch(args, self._sms()), op)
         return out  # `winner` and a compacted `updates` are freed stream-ordered, after use
 
     def _scatter_args(self, out: Tensor, indices, updates, config: ScatterConfig, dims

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from ..kernels.args import LAYOUT_SIZE, MAX_RANK, layout_bytes
 from ..kernels.families.gather import UNIT_OF_SIZE
-from ..kernels.families.scatter import CLAIM_UNIT, OPS
+from ..kernels.families.scatter import ADD_VEC, CLAIM_UNIT, OPS, add_vectors
 from ._layout import coalesce
 
 BLOCK = 256
@@ -28,6 +28,14 @@ NO_MAP = _MAP.pack(*([0] * (2 * MAX_RANK)), 0, 0, 0)
 SCALAR_UNROLL = 8
 ROW_UNROLL = 4  # ptx/gather.cu
 ROW_MIN_UNITS = 512  # shorter rows go element by element
+# scatter_add marks the result's L2 lines evict_last (then demotes them) for results of at
+# least KEEP_MIN_BYTES with at least KEEP_MIN_PER_LINE updates per 128-byte line: smaller
+# results stay in L2 anyway, and sparser scatters would pay more for the demotion pass
+# (one instruction per line) than they gain. Only the 64 MiB, 128 updates/line case was
+# measured (H200: 369 -> 382 GB/s with evict-first loads; see ptx/scatter.cu).
+KEEP_MIN_BYTES = 4 << 20
+KEEP_MIN_PER_LINE = 4
+L2_LINE = 128
 
 
 @dataclass(frozen=True)
@@ -241,11 +249,47 @@ def scatter_passes(combiner: str, unique: bool, windows: int) -> tuple[str, ...]
     return ("store",) if unique or windows <= 1 else ("claim", "commit")
 
 
-def scatter_launch(s: ScatterArgs, op: str, winner: int, wide_key: bool, sms: int) -> Launch:
-    """The launch of one pass ``op`` (a key of kernels.families.scatter.OPS)."""
+def _scalar_path(s: ScatterArgs) -> bool:
+    """Windows of one element, no batching, compact index vectors (scatter_scalar/add)."""
+    _, ishape, ist = s.indices
+    k = len(s.scatter_dims_to_operand_dims)
+    return (all(s.updates[1][d] == 1 for d in s.update_window_dims)
+            and not s.input_batching_dims and is_dense(ishape, ist)
+            and (k <= 1 or s.index_vector_dim == len(ishape) - 1))
+
+
+def keeps_l2(s: ScatterArgs, op: str, arch: int) -> bool:
+    """Whether the ``op`` pass uses evict_last reductions (then ``l2_normal_launch``)."""
+    nbytes = math.prod(s.out_shape) * s.itemsize
+    return (op == "add" and arch >= 80 and _scalar_path(s) and nbytes >= KEEP_MIN_BYTES
+            and math.prod(s.updates[1]) * L2_LINE >= KEEP_MIN_PER_LINE * nbytes)
+
+
+def l2_normal_launch(s: ScatterArgs, sms: int) -> Launch:
+    """Demote the result's L2 lines to normal priority (after a keeps_l2 pass)."""
+    nbytes = math.prod(s.out_shape) * s.itemsize
+    return Launch("scatter", "tf::scatter_l2_normal", "Pq", (s.out_ptr, nbytes),
+                  grid_1d(-(-nbytes // L2_LINE), BLOCK, sms, 16))
+
+
+def _scatter_add(s: ScatterArgs, strides, his, arch: int, sms: int) -> Launch:
+    n = math.prod(s.updates[1])
+    align = min(16, ADD_VEC * s.itemsize)
+    vec = (len(strides) == 1 and s.indices[0] % 16 == 0 and s.updates[0] % align == 0)
+    tile = BLOCK * ADD_VEC * add_vectors(s.itemsize)
+    return Launch("scatter", f"tf::scatter_add<{s.ctype}>", f"PPP{MAP_CODE}qii",
+                  (s.out_ptr, s.updates[0], s.indices[0], index_map(strides, his, 1, s.wide),
+                   n, 1 if vec else 0, 1 if keeps_l2(s, "add", arch) else 0),
+                  grid_1d(n, tile, sms, 1024))
+
+
+def scatter_launch(s: ScatterArgs, op: str, winner: int, wide_key: bool, sms: int,
+                   arch: int = 0) -> Launch:
+    """The launch of one pass ``op`` (a key of kernels.families.scatter.OPS); ``arch``
+    (e.g. 90) enables the L2 policy of ``add`` (``keeps_l2``)."""
     ostr = compact(s.out_shape)
     _, ishape, ist = s.indices
-    irank, k = len(ishape), len(s.scatter_dims_to_operand_dims)
+    irank = len(ishape)
     his = [s.out_shape[d] - s.window_sizes[d] for d in s.scatter_dims_to_operand_dims]
     strides = [ostr[d] for d in s.scatter_dims_to_operand_dims]
     if op in ("add", "max", "min"):
@@ -255,8 +299,9 @@ def scatter_launch(s: ScatterArgs, op: str, winner: int, wide_key: bool, sms: in
     targs = f"{t}, {OPS[op]}"
     n = math.prod(s.updates[1])
     tail = (winner, 1 if wide_key else 0)
-    if (all(s.updates[1][d] == 1 for d in s.update_window_dims) and not s.input_batching_dims
-            and is_dense(ishape, ist) and (k <= 1 or s.index_vector_dim == irank - 1)):
+    if _scalar_path(s):
+        if op == "add":
+            return _scatter_add(s, strides, his, arch, sms)
         return Launch("scatter", f"tf::scatter_scalar<{targs}>", f"PPP{MAP_CODE}qPi",
                       (s.out_ptr, s.updates[0], s.indices[0], index_map(strides, his, 1, s.wide),
                        n) + tail, grid_1d(n, BLOCK * 4, sms, 64))

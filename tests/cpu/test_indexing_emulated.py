@@ -43,7 +43,8 @@ class EmuSession(IndexingOps):
         self.mem = emu.Memory()
         self.launches: list = []
         pool = SimpleNamespace(alloc=lambda n, stream, op: self.mem.alloc(n))
-        self._rt = SimpleNamespace(pool=pool, info=SimpleNamespace(multiprocessor_count=132))
+        self._rt = SimpleNamespace(pool=pool, info=SimpleNamespace(multiprocessor_count=132,
+                                                                 arch=90))
         self._state = SimpleNamespace(stream=None, prepared={})
 
     def _begin(self, op):
@@ -188,7 +189,56 @@ def test_scatter_dtypes_and_paths(es, combiner, dtype, case_id, shape, indices, 
     got = run_scatter(es, x, indices.astype(np.int64), upd, cfg, combiner)
     want = ref.scatter(x, indices, upd, cases.ns(cfg, cases.SCATTER_DEFAULTS), combiner)
     np.testing.assert_array_equal(got.view(np.uint8), want.view(np.uint8))
+    if combiner == "add" and kernel == "scatter_scalar":
+        kernel = "scatter_add"
     assert es.launches[-1].expression.startswith(f"tf::{kernel}<")
+
+
+@pytest.mark.parametrize("shift", [0, 1], ids=["aligned", "shifted"])
+@pytest.mark.parametrize("dtype", [DType.FLOAT32, DType.FLOAT16, DType.COMPLEX128, DType.INT8],
+                         ids=lambda d: d.value)
+def test_scatter_add_vector_loads_and_tails(es, dtype, shift):
+    n, size = 3 * 4096 + 37, 999  # whole tiles and a partial one
+    rng = np.random.default_rng(11)
+    x = sample(dtype, (size,), rng)
+    upd = sample(dtype, (n + shift,), rng)
+    idx = rng.integers(-5, size + 5, n + shift)
+    ut, it = es.upload(upd), es.upload(idx)
+    ut = TensorView(ut, (n,), (1,), shift)
+    it = TensorView(it, (n, 1), (1, 1), shift)
+    cfg = ScatterConfig(update_window_dims=(), inserted_window_dims=(0,),
+                        scatter_dims_to_operand_dims=(0,), index_vector_dim=1)
+    got = es.download(es.scatter(es.upload(x), it, ut, cfg))
+    want = ref.scatter(x, idx[shift:, None], upd[shift:],
+                       cases.ns(dict(update_window_dims=(), inserted_window_dims=(0,),
+                                     scatter_dims_to_operand_dims=(0,), index_vector_dim=1),
+                                cases.SCATTER_DEFAULTS), "add")
+    if dtype.is_float or dtype.is_complex:  # the emulator adds in index order, as ref
+        np.testing.assert_allclose(got, want, rtol=1e-2 if dtype is DType.FLOAT16 else 1e-6)
+    else:
+        np.testing.assert_array_equal(got, want)
+    (launch,) = es.launches
+    assert launch.expression == f"tf::scatter_add<{dtype.ctype}>"
+    assert launch.args[-2:] == (0 if shift else 1, 0)  # vector loads; small: no evict_last
+
+
+def test_large_scatter_add_keeps_lines_then_demotes(es):
+    size, n = 1 << 20, 1 << 17  # 4 MiB result, 4 updates per 128-byte line
+    idx = (np.arange(n, dtype=np.int64) * 8) % size
+    upd = np.ones(n, np.float32)
+    cfg = dict(update_window_dims=(), inserted_window_dims=(0,),
+               scatter_dims_to_operand_dims=(0,), index_vector_dim=1)
+    got = run_scatter(es, np.zeros(size, np.float32), idx[:, None], upd, cfg, "add")
+    assert got.sum() == n and got[8] == 1
+    add, demote = es.launches
+    assert add.expression == "tf::scatter_add<float>" and add.args[-2:] == (1, 1)
+    assert demote.expression == "tf::scatter_l2_normal"
+    assert demote.args == (add.args[0], 4 * size)
+    es.launches.clear()
+    es._rt.info.arch = 75
+    run_scatter(es, np.zeros(size, np.float32), idx[:, None], upd, cfg, "add")
+    assert [la.expression for la in es.launches] == ["tf::scatter_add<float>"]
+    assert es.launches[0].args[-1] == 0
 
 
 @pytest.mark.parametrize("combiner", ["max", "min"])
@@ -294,7 +344,42 @@ def test_slicing_dtypes_long_rows(es, dtype):
     got = es.download(es.pad(t, PadConfig((1, -2), (0, 5), (0, 1)), value=value))
     want = ref.pad(x, np.asarray(value).astype(dtype.numpy), (1, -2), (0, 5), (0, 1))
     np.testing.assert_array_equal(got.view(np.uint8), want.view(np.uint8))
-    assert es.launches[-1].expression.startswith("tf::pad_rows<")
+    assert es.launches[-1].expression.startswith("tf::pad_rows")
+
+
+@pytest.mark.parametrize("dtype", ALL_DTYPES, ids=lambda d: d.value)
+def test_slicing_dtypes_vector_stores(es, dtype):
+    """Aligned output rows of 1024 elements over misaligned, strided, reversed, padded input."""
+    vec, x = dtype.itemsize < 16, sample(dtype, (3, 2050), np.random.default_rng(4))
+    t = es.upload(x)
+    cases_ = [(lambda: es.slice(t, SliceConfig((0, 1), (3, 1025))), x[:, 1:1025]),
+              (lambda: es.slice(t, SliceConfig((0, 1), (3, 2049), (1, 2))), x[:, 1:2049:2]),
+              (lambda: es.reverse(es.slice(t, SliceConfig((0, 3), (3, 1027))), (0, 1)),
+               x[::-1, 1026:2:-1])]
+    for make, want in cases_:
+        got = es.download(make())
+        np.testing.assert_array_equal(got.view(np.uint8), want.copy().view(np.uint8))
+        assert es.launches[-1].expression.startswith("tf::copy_rows_v<" if vec else
+                                                     "tf::copy_rows<")
+    value = True if dtype.is_bool else 2
+    for w, low, high, inner in ((1022, (1, 1), (1, 1), (0, 0)), (511, (0, 1), (1, 2), (2, 1))):
+        small = x[:, :w]
+        got = es.download(es.pad(es.upload(small, 1), PadConfig(low, high, inner), value))
+        want = ref.pad(small, np.asarray(value).astype(dtype.numpy), low, high, inner)
+        np.testing.assert_array_equal(got.view(np.uint8), want.view(np.uint8))
+        assert es.launches[-1].expression.startswith("tf::pad_rows_v<" if vec else
+                                                     "tf::pad_rows<")
+
+
+def test_dynamic_update_slice_vector_stores(es):
+    x = np.arange(6 * 1040, dtype=np.float32).reshape(6, 1040)
+    upd = -np.arange(2 * 1040, dtype=np.float32).reshape(2, 1040)
+    src = es.upload(np.concatenate([np.zeros((2, 1), np.float32), upd], 1))
+    view = es.slice(src, SliceConfig((0, 1), (2, 1041)))  # compact copy, misaligned read
+    assert es.launches[-1].expression == "tf::copy_rows_v<tf::u32>"
+    starts = np.array([9, 3], np.int64)
+    got = es.download(es.dynamic_update_slice(es.upload(x), view, es.upload(starts)))
+    np.testing.assert_array_equal(got, ref.dynamic_update_slice(x, upd, starts))
 
 
 def test_dynamic_slice_rows_use_wide_units(es):

@@ -4,6 +4,7 @@ registered instantiation whose C++ parameter list matches its ArgPack codes."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import struct
 
@@ -19,6 +20,8 @@ from tenferro_cuda.ops.indexing_plan import (
     geometry,
     index_map,
     is_dense,
+    keeps_l2,
+    l2_normal_launch,
     row_group,
     scatter_launch,
     scatter_passes,
@@ -147,8 +150,34 @@ def sargs(oshape, ushape, uwd, ins, smap, ishape, ivd, *, ctype="float", item=4,
 
 def test_scalar_scatter_add():
     s = sargs((1 << 24,), (1 << 26,), (), (0,), (0,), (1 << 26,), 1)
-    launch = scatter_launch(s, "add", 0, False, SMS)
-    assert launch.expression == "tf::scatter_scalar<float, 0>"
+    launch = scatter_launch(s, "add", 0, False, SMS, 90)
+    assert launch.expression == "tf::scatter_add<float>"
+    assert launch.args[-2:] == (1, 1)  # vector loads, evict_last reductions
+    assert launch.grid == ((1 << 26) // 4096, 1, 1)  # 256 threads x 4 vectors x 4 updates
+    assert keeps_l2(s, "add", 90) and not keeps_l2(s, "add", 75)
+    assert not keeps_l2(s, "max", 90)
+    demote = l2_normal_launch(s, SMS)
+    assert demote.expression == "tf::scatter_l2_normal" and demote.args == (A, 4 << 24)
+    assert demote.expression in family("scatter").all_expressions()
+    assert scatter_launch(s, "add", 0, False, SMS).args[-1] == 0  # arch unknown: plain red
+
+
+@pytest.mark.parametrize("shift,item,vec", [(0, 4, 1), (8, 4, 0), (4, 2, 0), (8, 2, 1),
+                                            (8, 16, 0), (16, 16, 1)])
+def test_scatter_add_vector_loads_need_alignment(shift, item, vec):
+    s = sargs((1 << 10,), (99,), (), (0,), (0,), (99, 1), 1, item=item)
+    s = dataclasses.replace(s, updates=(s.updates[0] + shift, s.updates[1]))
+    launch = scatter_launch(s, "add", 0, False, SMS, 90)
+    assert launch.args[-2:] == (vec, 0)  # 4 KiB result: no evict_last
+    shifted_idx = dataclasses.replace(s, indices=(s.indices[0] + 8,) + s.indices[1:])
+    assert scatter_launch(shifted_idx, "add", 0, False, SMS, 90).args[-2] == 0
+
+
+def test_sparse_or_small_scatter_add_skips_evict_last():
+    big = sargs((1 << 24,), (1 << 10,), (), (0,), (0,), (1 << 10,), 1)
+    assert not keeps_l2(big, "add", 90)  # 64 MiB result, few updates: demotion costs more
+    small = sargs((1 << 16,), (1 << 26,), (), (0,), (0,), (1 << 26,), 1)
+    assert not keeps_l2(small, "add", 90)  # 256 KiB result stays in L2 anyway
 
 
 def test_general_scatter_and_key_layout():
@@ -183,17 +212,50 @@ def test_copy_rows_vectorised():
     launch = copy_launch(4, (1024, 4096), (A, (4096, 1)), (A + 64, (4104, 1)), SMS)
     assert launch.expression == "tf::copy_rows<tf::b128>"
     assert launch.args[5] == 1024  # columns in units
+    assert launch.grid == (1024 * 4, 1, 1)  # one 256-unit tile per block
 
 
-def test_copy_rows_misaligned_falls_back_to_elements_of_rows():
+def test_copy_rows_misaligned_source_stores_vectors():
     launch = copy_launch(4, (1024, 4096), (A, (4096, 1)), (A + 4, (4098, 1)), SMS)
+    assert launch.expression == "tf::copy_rows_v<tf::u32>"
+    assert launch.grid == (1024 * 2, 1, 1)  # 1024 vectors a row, 512 per block
+    launch = copy_launch(4, (1024, 4096), (A, (4096, 1)), (A + 8, (4098, 1)), SMS)
+    assert launch.expression == "tf::copy_rows_v<tf::u64>"
+
+
+def test_copy_rows_misaligned_destination_keeps_units():
+    launch = copy_launch(4, (1024, 4096), (A + 4, (4098, 1)), (A, (4096, 1)), SMS)
     assert launch.expression == "tf::copy_rows<tf::u32>"
+    assert launch.grid == (1024 * 2, 1, 1)  # 2048-unit tiles
+    launch = copy_launch(4, (1024, 4094), (A, (4096, 1)), (A + 4, (4098, 1)), SMS)
+    assert launch.expression == "tf::copy_rows<tf::u32>"  # rows not a multiple of 16 bytes
+    launch = copy_launch(4, (1024, 4096), (A, (4096, 2)), (A, (4096, 1)), SMS)
+    assert launch.expression == "tf::copy_rows<tf::u32>"  # strided destination
 
 
 def test_copy_reversed_inner_axis():
     launch = copy_launch(2, (8, 4096), (A, (4096, 1)), (A, (4096, -1)), SMS)
-    assert launch.expression == "tf::copy_rows<unsigned short>"
+    assert launch.expression == "tf::copy_rows_v<unsigned short>"
     assert launch.args[6:8] == (1, -1)
+    launch = copy_launch(2, (8, 4096), (A, (4100, 1)), (A, (4096, -1)), SMS)
+    assert launch.expression == "tf::copy_rows<unsigned short>"
+
+
+def test_rows_grid_flattens_rows_and_tiles():
+    launch = copy_launch(16, (100000, 600), (A, (600, 1)), (A, (1200, 1)), SMS)
+    assert launch.grid == (100000 * 3, 1, 1)  # more rows than the y limit, all in x
+    launch = copy_launch(1, (2**12, 2**30), (A + 1, (2**30, 1)), (A, (2**30 + 1, 1)), SMS)
+    assert launch.expression == "tf::copy_rows<tf::u8>"
+    assert launch.grid == (2**31 - 1, 1, 1)  # the kernel loops past the x limit
+
+
+def test_dynamic_destination_vectors_need_aligned_strides():
+    on_dst = Dynamic(A, 1, True, (4096, 1), (7, 4), on_dst=True)
+    assert copy_launch(4, (8, 4092), (A, (4096, 1)), (A + 4, (4092, 1)), SMS,
+                       on_dst).expression == "tf::copy_rows<tf::u32>"
+    on_dst = Dynamic(A, 1, True, (4096, 1), (7, 0), on_dst=True)
+    assert copy_launch(4, (8, 4096), (A, (4096, 1)), (A + 4, (4096, 1)), SMS,
+                       on_dst).expression == "tf::copy_rows_v<tf::u32>"
 
 
 def test_copy_short_rows_go_element_wise():
@@ -222,6 +284,12 @@ def test_pad_map_layout_and_paths():
                       SMS).expression == "tf::pad_elems<tf::u32, tf::u32>"
     assert pad_launch(16, (3, 600), A, (0, 0), (0, 0), (A, (3, 600), (600, 1)),
                       b"\0" * 16, SMS).expression == "tf::pad_rows<tf::b128>"
+    launch = pad_launch(4, (602, 1024), A, (1, 1), (0, 0), (A, (600, 1022), (1022, 1)),
+                        b"\0" * 4, SMS)
+    assert launch.expression == "tf::pad_rows_v<tf::u32>"
+    assert launch.grid == (602, 1, 1)
+    assert pad_launch(4, (602, 1022), A, (1, 1), (0, 0), (A, (600, 1020), (1020, 1)),
+                      b"\0" * 4, SMS).expression == "tf::pad_rows<tf::u32>"
 
 
 # --- launches against the registry and the C++ signatures ------------------------------------
@@ -271,14 +339,19 @@ LAUNCHES = {
     "gather-general": lambda: gather_launch(gargs(**{**EMB, "offset_dims": (0,)}), SMS),
     "scatter-scalar": lambda: scatter_launch(sargs((6,), (3,), (), (0,), (0,), (3, 1), 1),
                                              "add", 0, False, SMS),
+    "scatter-scalar-max": lambda: scatter_launch(sargs((6,), (3,), (), (0,), (0,), (3, 1), 1),
+                                                 "max", 0, False, SMS),
     "scatter-general": lambda: scatter_launch(sargs((6, 4), (3, 4), (1,), (0,), (0,),
                                                     (3, 1), 1, ctype="tf::complex<double>",
                                                     item=16), "add", 0, False, SMS),
     "copy-rows": lambda: copy_launch(4, (8, 4096), (A, (4096, 1)), (A, (4096, 1)), SMS,
                                      Dynamic(A, 1, False, (4096, 1), (3, 0), False)),
     "copy-elems": lambda: copy_launch(1, (5, 3), (A, (3, 1)), (A, (1, 5)), SMS),
+    "copy-rows-v": lambda: copy_launch(1, (8, 4096), (A, (4096, 1)), (A, (4096, -1)), SMS),
     "pad-rows": lambda: pad_launch(16, (3, 600), A, (0, 0), (0, 0), (A, (3, 600), (600, 1)),
                                    b"\0" * 16, SMS),
+    "pad-rows-v": lambda: pad_launch(2, (3, 600), A, (0, 1), (0, 0), (A, (3, 5), (5, 1)),
+                                     b"\0" * 2, SMS),
     "pad-elems": lambda: pad_launch(2, (3, 6), A, (0, 1), (0, 0), (A, (3, 5), (5, 1)),
                                     b"\0" * 2, SMS),
 }

@@ -241,3 +241,25 @@ def test_errors_raise_before_allocating(s, make, exc):
         s.scatter(*args)
     assert info.value.op == "scatter"
     assert s.memory_stats()["allocations"] == before
+
+
+@pytest.mark.parametrize("shift", [0, 1], ids=["aligned", "shifted"])
+@pytest.mark.parametrize("idt", [np.int32, np.int64], ids=["i32", "i64"])
+@pytest.mark.parametrize("dtype", [d for d in tc.ALL_DTYPES if d.is_numeric],
+                         ids=lambda d: d.value)
+def test_add_vector_loads_tails_and_l2_policy(s, dtype, idt, shift):
+    """scatter_add: 4 MiB results with 2^17 + 37 updates take the evict_last path (and the
+    demotion pass); shifted views take scalar loads; small integer values sum exactly in
+    every dtype, so any order gives the reference."""
+    size, n = (4 << 20) // dtype.itemsize, (1 << 17) + 37
+    rng = np.random.default_rng(3)
+    x = rng.integers(-2, 3, size).astype(dtype.numpy)
+    upd = rng.integers(-2, 3, n + shift).astype(dtype.numpy)
+    idx = rng.integers(-3, size + 3, (n + shift, 1)).astype(idt)
+    out = s.scatter(up(s, x), up(s, idx)[shift:], up(s, upd)[shift:],
+                    ScatterConfig(**FLAT, combiner="add"))
+    k, u = idx[shift:, 0], upd[shift:]
+    keep = (k >= 0) & (k < size)  # ref.scatter for FLAT, vectorised (it loops per update)
+    want = x.copy()
+    np.add.at(want, k[keep], u[keep])
+    np.testing.assert_array_equal(down(s, out), want)

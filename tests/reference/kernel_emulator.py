@@ -224,6 +224,22 @@ def scatter_scalar(mem, t, out, upd, idx, m, n, winner, wide_key):
     _scatter_apply(mem, t[0], int(t[1]), out, upd, n, off, ok, i + 1, winner, wide_key)
 
 
+def scatter_add(mem, t, out, upd, idx, m, n, vec, keep):
+    """scatter_scalar's add; vec = 1 promises 16-byte index and 4-update vector loads."""
+    if vec:
+        size = np.dtype(NUMPY[t[0]]).itemsize
+        assert index_map(m)["k"] == 1, "vector loads need one index component"
+        assert idx % 16 == 0 and upd % min(16, 4 * size) == 0, "misaligned vector loads"
+    scatter_scalar(mem, [t[0], "0"], out, upd, idx, m, n, 0, 0)
+
+
+def scatter_l2_normal(mem, t, p, nbytes):
+    """Only changes L2 priorities: checks that the range lies in one allocation."""
+    if nbytes:
+        buf = mem.owner(p)
+        assert p + nbytes <= buf.ptr + buf.nbytes, "demotion range outside the result"
+
+
 def scatter_general(mem, t, out, upd, geom, idx, m, n, winner, wide_key):
     i = np.arange(n, dtype=np.int64)
     a = offsets(layout(geom, 0), i)
@@ -246,6 +262,15 @@ def copy_rows(mem, t, dst, dl, src, sl, rows, cols, dinc, sinc, starts, m, dyn_d
     os_ = offsets(layout(sl), r) + (0 if dyn_dst else shift) + c * sinc
     size = UNIT[t[0]]
     mem.write(dst, size, od.ravel(), mem.read(src, size, os_.ravel()))
+
+
+def copy_rows_v(mem, t, dst, dl, src, sl, rows, cols, dinc, sinc, starts, m, dyn_dst):
+    """copy_rows with 16-byte stores: the host guarantees aligned, contiguous rows."""
+    per = 16 // UNIT[t[0]]
+    shift = _shift(mem, starts, m) if dyn_dst else 0
+    od = offsets(layout(dl), np.arange(rows, dtype=np.int64)) + shift
+    assert dst % 16 == 0 and dinc == 1 and cols % per == 0 and (od % per == 0).all()
+    copy_rows(mem, t, dst, dl, src, sl, rows, cols, dinc, sinc, starts, m, dyn_dst)
 
 
 def copy_elems(mem, t, dst, dl, src, sl, n, starts, m, dyn_dst):
@@ -290,17 +315,24 @@ def pad_rows(mem, t, out, src, p, rows, value):
     _pad(mem, t, out, src, p, rows, _PAD.unpack(p)[7], value)
 
 
+def pad_rows_v(mem, t, out, src, p, rows, value):
+    cols = _PAD.unpack(p)[7]
+    assert out % 16 == 0 and cols * UNIT[t[0]] % 16 == 0
+    _pad(mem, t, out, src, p, rows, cols, value)
+
+
 def pad_elems(mem, t, out, src, p, n, value):
     cols = _PAD.unpack(p)[7]
     _pad(mem, t, out, src, p, n // cols, cols, value)
 
 
 KERNELS = {f.__name__: f for f in (gather_scalar, gather_rows, gather_general, scatter_scalar,
-                                   scatter_general, copy_rows, copy_elems, pad_rows,
-                                   pad_elems)}
+                                   scatter_add, scatter_l2_normal,
+                                   scatter_general, copy_rows, copy_rows_v, copy_elems,
+                                   pad_rows, pad_rows_v, pad_elems)}
 
 
 def run(mem: Memory, launch) -> None:
-    entry, targs = re.match(r"tf::(\w+)<(.*)>$", launch.expression).groups()
-    targs = [a.strip() for a in re.split(r",\s*(?![^<]*>)", targs)]
+    entry, targs = re.match(r"tf::(\w+)(?:<(.*)>)?$", launch.expression).groups()
+    targs = [a.strip() for a in re.split(r",\s*(?![^<]*>)", targs)] if targs else []
     KERNELS[entry](mem, targs, *launch.args)

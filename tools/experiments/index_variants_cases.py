@@ -204,7 +204,7 @@ def scatter(h) -> None:
         return s.scatter(operand, idx, upd, cfg)
 
     ref, nbytes = lib(), 12 * n
-    h.lib_row("scatter", "library (memcpy + scatter_scalar)", lib, nbytes)
+    h.lib_row("scatter", "library (memcpy + scatter_add)", lib, nbytes)
 
     def copy():
         h.drv.memcpy_dtod_async(out.data_ptr(), operand.data_ptr(), 4 * size, h.stream)
