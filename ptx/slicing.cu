@@ -3,13 +3,10 @@
 // pad (output-driven: each output element is an input element or the padding value).
 // Instantiated per storage unit U (u8, unsigned short, u32, u64, b128): the host groups
 // contiguous, aligned elements into units of up to 16 bytes.
-//  copy_rows   rows of the coalesced shape: the grid is flattened over rows x tiles, one
-//              tile (blockDim.x * rows_unroll<U> units) per block and step, one offset
-//              computation per tile;
-//  copy_rows_v the same when only the destination allows 16-byte units (misaligned,
-//              strided or reversed source): 16-byte stores assembled from unit loads;
-//  copy_elems  short rows: one element per iteration with its own offsets;
-//  pad_rows / pad_rows_v / pad_elems the same split for pad.
+//  copy_rows  rows of the coalesced shape: per block a row segment, per row one offset
+//             computation, rows_unroll<U> independent loads (>= 64 bytes) per thread;
+//  copy_elems short rows: one element per iteration with its own offsets;
+//  pad_rows / pad_elems the same split for pad.
 // The dynamic shift is clamped_start(m, starts, 0): added to the source (dyn_dst == 0,
 // dynamic_slice) or to the destination (dyn_dst == 1, dynamic_update_slice); m.k == 0
 // means no shift.
@@ -17,36 +14,11 @@
 
 namespace tf {
 
-// Units per thread and row tile: one 16-byte unit, 32 bytes of 8/4-byte units, 8 units of
-// 1/2 bytes (H200: with one tile per block, 16-32 bytes per thread beat 64).
+// Units in flight per thread and row tile: 64 bytes for 4/8/16-byte units (4 x 16, 8 x 8,
+// 16 x 4); 8 for 1/2-byte units (more would spill).
 template <class U> struct rows_unroll {
-  static const int value = sizeof(U) >= 16 ? 1 : (sizeof(U) == 8 ? 4 : 8);
+  static const int value = sizeof(U) >= 16 ? 4 : (sizeof(U) == 8 ? 8 : (sizeof(U) == 4 ? 16 : 8));
 };
-
-// 16-byte vectors per thread in copy_rows_v / pad_rows_v (16 unit loads for 1-byte units).
-template <class U> struct vec_unroll {
-  static const int value = sizeof(U) == 1 ? 1 : 2;
-};
-
-// Block step b of the flattened rows x tiles grid -> row r and tile t (32-bit division
-// when the block count allows it).
-__device__ __forceinline__ void row_tile(i64 b, i64 tiles, i64 blocks, i64& r, i64& t) {
-  if (blocks <= 0xffffffffll) {
-    const u32 q = (u32)b / (u32)tiles;
-    r = q;
-    t = (i64)((u32)b - q * (u32)tiles);
-  } else {
-    r = b / tiles;
-    t = b - r * tiles;
-  }
-}
-
-// Unit k (a constant) of a 16-byte vector; U is an unsigned type of 1-8 bytes.
-template <class U> __device__ __forceinline__ void put_unit(b128& w, int k, U e) {
-  const int bit = k * (int)sizeof(U) * 8;
-  if (bit < 64) w.lo |= (u64)e << bit;
-  else w.hi |= (u64)e << (bit - 64);
-}
 
 // Per-axis pad map of the output: o -> n = o - lo; an input element iff n >= 0,
 // n % step == 0 and n / step < ext (input index n / step, at n / step * stride). The
@@ -76,7 +48,7 @@ __device__ __forceinline__ bool pad_axis(i64 o, i64 lo, i64 step, i64 ext, i64& 
 }
 
 template <class U>
-__global__ void __launch_bounds__(256, 4) copy_rows(U* dst, Layout dl,
+__global__ void __launch_bounds__(256, 3) copy_rows(U* dst, Layout dl,
                                                     const U* __restrict__ src, Layout sl,
                                                     i64 rows, i64 cols, i64 dinc, i64 sinc,
                                                     const void* __restrict__ starts, IndexMap m,
@@ -84,66 +56,25 @@ __global__ void __launch_bounds__(256, 4) copy_rows(U* dst, Layout dl,
   constexpr int UN = rows_unroll<U>::value;
   const i64 shift = clamped_start(m, starts, 0);
   const i64 tile = (i64)blockDim.x * UN;
-  const i64 tiles = (cols + tile - 1) / tile, blocks = rows * tiles;
-  for (i64 b = blockIdx.x; b < blocks; b += gridDim.x) {
-    i64 r, t, od, os;
-    row_tile(b, tiles, blocks, r, t);
+  for (i64 r = blockIdx.y; r < rows; r += gridDim.y) {
+    i64 od, os;
     row_offsets(dl, sl, r, rows, od, os);
     if (dyn_dst) od += shift;
     else os += shift;
-    const i64 c0 = t * tile + threadIdx.x;
-    const U* in = src + os + c0 * sinc;
-    U* to = dst + od + c0 * dinc;
-    const i64 sstep = (i64)blockDim.x * sinc, dstep = (i64)blockDim.x * dinc;
-    const i64 left = cols - c0;
-    U v[UN];
+    for (i64 c0 = (i64)blockIdx.x * tile + threadIdx.x; c0 < cols; c0 += (i64)gridDim.x * tile) {
+      const U* in = src + os + c0 * sinc;
+      U* to = dst + od + c0 * dinc;
+      const i64 sstep = (i64)blockDim.x * sinc, dstep = (i64)blockDim.x * dinc;
+      const i64 left = cols - c0;  // > 0
+      U v[UN];
 #pragma unroll
-    for (int j = 0; j < UN; ++j) {
-      if ((i64)j * blockDim.x < left) v[j] = ldg(in + j * sstep);
-    }
-#pragma unroll
-    for (int j = 0; j < UN; ++j) {
-      if ((i64)j * blockDim.x < left) to[j * dstep] = v[j];
-    }
-  }
-}
-
-// copy_rows for U of 1-8 bytes whose destination rows are 16-byte aligned (pointer, row
-// offsets, shift when dyn_dst) and contiguous (dinc == 1), cols a multiple of
-// V = 16 / sizeof(U): each 16-byte store takes V unit loads at stride sinc.
-template <class U>
-__global__ void __launch_bounds__(256, 4) copy_rows_v(U* dst, Layout dl,
-                                                      const U* __restrict__ src, Layout sl,
-                                                      i64 rows, i64 cols, i64 dinc, i64 sinc,
-                                                      const void* __restrict__ starts,
-                                                      IndexMap m, int dyn_dst) {
-  constexpr int V = 16 / sizeof(U), UN = vec_unroll<U>::value;
-  const i64 shift = clamped_start(m, starts, 0);
-  const i64 nv = cols / V, tile = (i64)blockDim.x * UN;
-  const i64 tiles = (nv + tile - 1) / tile, blocks = rows * tiles;
-  for (i64 b = blockIdx.x; b < blocks; b += gridDim.x) {
-    i64 r, t, od, os;
-    row_tile(b, tiles, blocks, r, t);
-    row_offsets(dl, sl, r, rows, od, os);
-    if (dyn_dst) od += shift;
-    else os += shift;
-    const i64 q0 = t * tile + threadIdx.x;
-    b128 w[UN];
-#pragma unroll
-    for (int j = 0; j < UN; ++j) {
-      const i64 q = q0 + (i64)j * blockDim.x;
-      w[j].lo = w[j].hi = 0;
-      if (q < nv) {
-        const U* in = src + os + q * V * sinc;
-#pragma unroll
-        for (int k = 0; k < V; ++k) put_unit(w[j], k, ldg(in + k * sinc));
+      for (int j = 0; j < UN; ++j) {
+        if ((i64)j * blockDim.x < left) v[j] = ldg(in + j * sstep);
       }
-    }
-    b128* to = (b128*)(dst + od);
 #pragma unroll
-    for (int j = 0; j < UN; ++j) {
-      const i64 q = q0 + (i64)j * blockDim.x;
-      if (q < nv) to[q] = w[j];
+      for (int j = 0; j < UN; ++j) {
+        if ((i64)j * blockDim.x < left) to[j * dstep] = v[j];
+      }
     }
   }
 }
@@ -197,62 +128,24 @@ __global__ void __launch_bounds__(256) pad_rows(S* __restrict__ out, const S* __
   const i64 cols = p.shape[PAD_LAST], lo = p.lo[PAD_LAST], step = p.step[PAD_LAST],
             ext = p.ext[PAD_LAST], inc = p.stride[PAD_LAST];
   const i64 tile = (i64)blockDim.x * UN;
-  const i64 tiles = (cols + tile - 1) / tile, blocks = rows * tiles;
-  for (i64 b = blockIdx.x; b < blocks; b += gridDim.x) {
-    i64 r, t, base;
-    row_tile(b, tiles, blocks, r, t);
+  for (i64 r = blockIdx.y; r < rows; r += gridDim.y) {
+    i64 base;
     const bool row_ok = pad_row(p, r, rows, base);
     S* dst = out + r * cols;
-    const i64 c0 = t * tile + threadIdx.x;
-    S v[UN];
+    for (i64 c0 = (i64)blockIdx.x * tile + threadIdx.x; c0 < cols; c0 += (i64)gridDim.x * tile) {
+      S v[UN];
 #pragma unroll
-    for (int j = 0; j < UN; ++j) {
-      const i64 c = c0 + (i64)j * blockDim.x;
-      i64 q;
-      v[j] = value;
-      if (row_ok && c < cols && pad_axis(c, lo, step, ext, q)) v[j] = ldg(src + base + q * inc);
-    }
-#pragma unroll
-    for (int j = 0; j < UN; ++j) {
-      const i64 c = c0 + (i64)j * blockDim.x;
-      if (c < cols) dst[c] = v[j];
-    }
-  }
-}
-
-// pad_rows for S of 1-8 bytes with a 16-byte aligned output and rows of a multiple of
-// 16 bytes: each 16-byte store takes V = 16 / sizeof(S) elements.
-template <class S>
-__global__ void __launch_bounds__(256) pad_rows_v(S* __restrict__ out, const S* __restrict__ src,
-                                                  PadMap p, i64 rows, S value) {
-  constexpr int V = 16 / sizeof(S), UN = vec_unroll<S>::value;
-  const i64 cols = p.shape[PAD_LAST], lo = p.lo[PAD_LAST], step = p.step[PAD_LAST],
-            ext = p.ext[PAD_LAST], inc = p.stride[PAD_LAST];
-  const i64 nv = cols / V, tile = (i64)blockDim.x * UN;
-  const i64 tiles = (nv + tile - 1) / tile, blocks = rows * tiles;
-  for (i64 b = blockIdx.x; b < blocks; b += gridDim.x) {
-    i64 r, t, base;
-    row_tile(b, tiles, blocks, r, t);
-    const bool row_ok = pad_row(p, r, rows, base);
-    const i64 q0 = t * tile + threadIdx.x;
-    b128 w[UN];
-#pragma unroll
-    for (int j = 0; j < UN; ++j) {
-      const i64 q = q0 + (i64)j * blockDim.x;
-      w[j].lo = w[j].hi = 0;
-#pragma unroll
-      for (int k = 0; k < V; ++k) {
-        i64 e;
-        S v = value;
-        if (row_ok && q < nv && pad_axis(q * V + k, lo, step, ext, e)) v = ldg(src + base + e * inc);
-        put_unit(w[j], k, v);
+      for (int j = 0; j < UN; ++j) {
+        const i64 c = c0 + (i64)j * blockDim.x;
+        i64 q;
+        v[j] = value;
+        if (row_ok && c < cols && pad_axis(c, lo, step, ext, q)) v[j] = ldg(src + base + q * inc);
       }
-    }
-    b128* dst = (b128*)(out + r * cols);
 #pragma unroll
-    for (int j = 0; j < UN; ++j) {
-      const i64 q = q0 + (i64)j * blockDim.x;
-      if (q < nv) dst[q] = w[j];
+      for (int j = 0; j < UN; ++j) {
+        const i64 c = c0 + (i64)j * blockDim.x;
+        if (c < cols) dst[c] = v[j];
+      }
     }
   }
 }

@@ -5,9 +5,6 @@ A copy coalesces the shared shape over both views, groups contiguous aligned ele
 units of up to 16 bytes, and copies rows (long inner runs) or single elements (short
 ones). A dynamic shift (clamped device-side start indices) applies to the source or the
 destination; units are only formed when every shifted stride is a multiple of the unit.
-Row kernels run one tile per block over a flattened rows x tiles grid; when only the
-destination allows 16-byte units (misaligned, strided or reversed source; pad), the
-``_v`` kernels store 16 bytes assembled from smaller loads.
 """
 
 from __future__ import annotations
@@ -34,7 +31,7 @@ from .indexing_plan import (
 
 _PAD = struct.Struct(f"<{5 * MAX_RANK}qqii")
 PAD_CODE = f"S{_PAD.size}"
-MAX_GRID_X = 2**31 - 1
+MAX_GRID_Y = 65535
 
 
 @dataclass(frozen=True)
@@ -58,24 +55,14 @@ class Dynamic:
 
 def rows_unroll(unit: int) -> int:
     """Units per thread and row tile in copy_rows / pad_rows (``rows_unroll<U>``)."""
-    return {16: 1, 8: 4, 4: 8}.get(unit, 8)
+    return {16: 4, 8: 8, 4: 16}.get(unit, 8)
 
 
-def vec_unroll(unit: int) -> int:
-    """16-byte vectors per thread in copy_rows_v / pad_rows_v (``vec_unroll<U>``)."""
-    return 1 if unit == 1 else 2
-
-
-def _rows_grid(rows: int, per_row: int, per_block: int) -> tuple[int, int, int]:
-    """One block per row tile, flattened (blocks loop past the x limit)."""
-    return (max(1, min(rows * -(-per_row // per_block), MAX_GRID_X)), 1, 1)
-
-
-def _dst_takes_vectors(itemsize: int, cols: int, dst_st: Sequence[int],
-                       dyn: Dynamic | None, ptr: int) -> bool:
-    """Rows of ``cols`` elements at unit stride whose every start is 16-byte aligned."""
-    mult = list(dst_st[:-1]) + list(dyn.strides if dyn and dyn.on_dst else ())
-    return itemsize < 16 and dst_st[-1] == 1 and best_unit(itemsize, cols, mult, (ptr,)) == 16
+def _rows_grid(rows: int, cols: int, unit: int, sms: int) -> tuple[int, int, int]:
+    by = min(rows, MAX_GRID_Y)
+    need = -(-cols // (BLOCK * rows_unroll(unit)))
+    bx = max(1, min(need, -(-sms * 32 // by)))
+    return (bx, by, 1)
 
 
 def copy_launch(itemsize: int, shape: Sequence[int], dst: tuple[int, Sequence[int]],
@@ -102,15 +89,10 @@ def copy_launch(itemsize: int, shape: Sequence[int], dst: tuple[int, Sequence[in
         dmap = index_map([s // g for s in dyn.strides], dyn.his, dyn.stride, dyn.wide)
     rows = math.prod(outer)
     if cols >= ROW_MIN_UNITS:
-        size = itemsize * g
-        if size < 16 and _dst_takes_vectors(itemsize, cshape[-1], dst_st, dyn, dst[0]):
-            name, grid = "copy_rows_v", _rows_grid(rows, cols * size // 16,
-                                                   BLOCK * vec_unroll(size))
-        else:
-            name, grid = "copy_rows", _rows_grid(rows, cols, BLOCK * rows_unroll(size))
-        return Launch("slicing", f"tf::{name}<{unit}>", f"PLPLqqqqP{MAP_CODE}i",
+        return Launch("slicing", f"tf::copy_rows<{unit}>", f"PLPLqqqqP{MAP_CODE}i",
                       (dst[0], layout_bytes(outer, dout), src[0], layout_bytes(outer, sout),
-                       rows, cols, dinc, sinc, starts, dmap, on_dst), grid)
+                       rows, cols, dinc, sinc, starts, dmap, on_dst),
+                      _rows_grid(rows, cols, itemsize * g, sms))
     full = outer + (cols,)
     n = rows * cols
     itype, icode = index_code(n)
@@ -144,13 +126,9 @@ def pad_launch(itemsize: int, out_shape: Sequence[int], out_ptr: int, low: Seque
     cols = out_shape[-1] if out_shape else 1
     rows = math.prod(out_shape[:-1]) if out_shape else 1
     if cols >= ROW_MIN_UNITS:
-        if itemsize < 16 and out_ptr % 16 == 0 and cols * itemsize % 16 == 0:
-            name, grid = "pad_rows_v", _rows_grid(rows, cols * itemsize // 16,
-                                                  BLOCK * vec_unroll(itemsize))
-        else:
-            name, grid = "pad_rows", _rows_grid(rows, cols, BLOCK * rows_unroll(itemsize))
-        return Launch("slicing", f"tf::{name}<{unit}>", f"PP{PAD_CODE}q{vcode}",
-                      (out_ptr, src[0], pmap, rows, value), grid)
+        return Launch("slicing", f"tf::pad_rows<{unit}>", f"PP{PAD_CODE}q{vcode}",
+                      (out_ptr, src[0], pmap, rows, value),
+                      _rows_grid(rows, cols, itemsize, sms))
     n = rows * cols
     itype, icode = index_code(n)
     return Launch("slicing", f"tf::pad_elems<{unit}, {itype}>", f"PP{PAD_CODE}{icode}{vcode}",

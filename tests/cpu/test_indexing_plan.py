@@ -212,50 +212,17 @@ def test_copy_rows_vectorised():
     launch = copy_launch(4, (1024, 4096), (A, (4096, 1)), (A + 64, (4104, 1)), SMS)
     assert launch.expression == "tf::copy_rows<tf::b128>"
     assert launch.args[5] == 1024  # columns in units
-    assert launch.grid == (1024 * 4, 1, 1)  # one 256-unit tile per block
 
 
-def test_copy_rows_misaligned_source_stores_vectors():
+def test_copy_rows_misaligned_falls_back_to_elements_of_rows():
     launch = copy_launch(4, (1024, 4096), (A, (4096, 1)), (A + 4, (4098, 1)), SMS)
-    assert launch.expression == "tf::copy_rows_v<tf::u32>"
-    assert launch.grid == (1024 * 2, 1, 1)  # 1024 vectors a row, 512 per block
-    launch = copy_launch(4, (1024, 4096), (A, (4096, 1)), (A + 8, (4098, 1)), SMS)
-    assert launch.expression == "tf::copy_rows_v<tf::u64>"
-
-
-def test_copy_rows_misaligned_destination_keeps_units():
-    launch = copy_launch(4, (1024, 4096), (A + 4, (4098, 1)), (A, (4096, 1)), SMS)
     assert launch.expression == "tf::copy_rows<tf::u32>"
-    assert launch.grid == (1024 * 2, 1, 1)  # 2048-unit tiles
-    launch = copy_launch(4, (1024, 4094), (A, (4096, 1)), (A + 4, (4098, 1)), SMS)
-    assert launch.expression == "tf::copy_rows<tf::u32>"  # rows not a multiple of 16 bytes
-    launch = copy_launch(4, (1024, 4096), (A, (4096, 2)), (A, (4096, 1)), SMS)
-    assert launch.expression == "tf::copy_rows<tf::u32>"  # strided destination
 
 
 def test_copy_reversed_inner_axis():
     launch = copy_launch(2, (8, 4096), (A, (4096, 1)), (A, (4096, -1)), SMS)
-    assert launch.expression == "tf::copy_rows_v<unsigned short>"
-    assert launch.args[6:8] == (1, -1)
-    launch = copy_launch(2, (8, 4096), (A, (4100, 1)), (A, (4096, -1)), SMS)
     assert launch.expression == "tf::copy_rows<unsigned short>"
-
-
-def test_rows_grid_flattens_rows_and_tiles():
-    launch = copy_launch(16, (100000, 600), (A, (600, 1)), (A, (1200, 1)), SMS)
-    assert launch.grid == (100000 * 3, 1, 1)  # more rows than the y limit, all in x
-    launch = copy_launch(1, (2**12, 2**30), (A + 1, (2**30, 1)), (A, (2**30 + 1, 1)), SMS)
-    assert launch.expression == "tf::copy_rows<tf::u8>"
-    assert launch.grid == (2**31 - 1, 1, 1)  # the kernel loops past the x limit
-
-
-def test_dynamic_destination_vectors_need_aligned_strides():
-    on_dst = Dynamic(A, 1, True, (4096, 1), (7, 4), on_dst=True)
-    assert copy_launch(4, (8, 4092), (A, (4096, 1)), (A + 4, (4092, 1)), SMS,
-                       on_dst).expression == "tf::copy_rows<tf::u32>"
-    on_dst = Dynamic(A, 1, True, (4096, 1), (7, 0), on_dst=True)
-    assert copy_launch(4, (8, 4096), (A, (4096, 1)), (A + 4, (4096, 1)), SMS,
-                       on_dst).expression == "tf::copy_rows_v<tf::u32>"
+    assert launch.args[6:8] == (1, -1)
 
 
 def test_copy_short_rows_go_element_wise():
@@ -284,12 +251,6 @@ def test_pad_map_layout_and_paths():
                       SMS).expression == "tf::pad_elems<tf::u32, tf::u32>"
     assert pad_launch(16, (3, 600), A, (0, 0), (0, 0), (A, (3, 600), (600, 1)),
                       b"\0" * 16, SMS).expression == "tf::pad_rows<tf::b128>"
-    launch = pad_launch(4, (602, 1024), A, (1, 1), (0, 0), (A, (600, 1022), (1022, 1)),
-                        b"\0" * 4, SMS)
-    assert launch.expression == "tf::pad_rows_v<tf::u32>"
-    assert launch.grid == (602, 1, 1)
-    assert pad_launch(4, (602, 1022), A, (1, 1), (0, 0), (A, (600, 1020), (1020, 1)),
-                      b"\0" * 4, SMS).expression == "tf::pad_rows<tf::u32>"
 
 
 # --- launches against the registry and the C++ signatures ------------------------------------
@@ -347,11 +308,8 @@ LAUNCHES = {
     "copy-rows": lambda: copy_launch(4, (8, 4096), (A, (4096, 1)), (A, (4096, 1)), SMS,
                                      Dynamic(A, 1, False, (4096, 1), (3, 0), False)),
     "copy-elems": lambda: copy_launch(1, (5, 3), (A, (3, 1)), (A, (1, 5)), SMS),
-    "copy-rows-v": lambda: copy_launch(1, (8, 4096), (A, (4096, 1)), (A, (4096, -1)), SMS),
     "pad-rows": lambda: pad_launch(16, (3, 600), A, (0, 0), (0, 0), (A, (3, 600), (600, 1)),
                                    b"\0" * 16, SMS),
-    "pad-rows-v": lambda: pad_launch(2, (3, 600), A, (0, 1), (0, 0), (A, (3, 5), (5, 1)),
-                                     b"\0" * 2, SMS),
     "pad-elems": lambda: pad_launch(2, (3, 6), A, (0, 1), (0, 0), (A, (3, 5), (5, 1)),
                                     b"\0" * 2, SMS),
 }

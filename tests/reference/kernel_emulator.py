@@ -264,15 +264,6 @@ def copy_rows(mem, t, dst, dl, src, sl, rows, cols, dinc, sinc, starts, m, dyn_d
     mem.write(dst, size, od.ravel(), mem.read(src, size, os_.ravel()))
 
 
-def copy_rows_v(mem, t, dst, dl, src, sl, rows, cols, dinc, sinc, starts, m, dyn_dst):
-    """copy_rows with 16-byte stores: the host guarantees aligned, contiguous rows."""
-    per = 16 // UNIT[t[0]]
-    shift = _shift(mem, starts, m) if dyn_dst else 0
-    od = offsets(layout(dl), np.arange(rows, dtype=np.int64)) + shift
-    assert dst % 16 == 0 and dinc == 1 and cols % per == 0 and (od % per == 0).all()
-    copy_rows(mem, t, dst, dl, src, sl, rows, cols, dinc, sinc, starts, m, dyn_dst)
-
-
 def copy_elems(mem, t, dst, dl, src, sl, n, starts, m, dyn_dst):
     shift = _shift(mem, starts, m)
     i = np.arange(n, dtype=np.int64)
@@ -315,12 +306,6 @@ def pad_rows(mem, t, out, src, p, rows, value):
     _pad(mem, t, out, src, p, rows, _PAD.unpack(p)[7], value)
 
 
-def pad_rows_v(mem, t, out, src, p, rows, value):
-    cols = _PAD.unpack(p)[7]
-    assert out % 16 == 0 and cols * UNIT[t[0]] % 16 == 0
-    _pad(mem, t, out, src, p, rows, cols, value)
-
-
 def pad_elems(mem, t, out, src, p, n, value):
     cols = _PAD.unpack(p)[7]
     _pad(mem, t, out, src, p, n // cols, cols, value)
@@ -328,8 +313,8 @@ def pad_elems(mem, t, out, src, p, n, value):
 
 KERNELS = {f.__name__: f for f in (gather_scalar, gather_rows, gather_general, scatter_scalar,
                                    scatter_add, scatter_l2_normal,
-                                   scatter_general, copy_rows, copy_rows_v, copy_elems,
-                                   pad_rows, pad_rows_v, pad_elems)}
+                                   scatter_general, copy_rows, copy_elems, pad_rows,
+                                   pad_elems)}
 
 
 def run(mem: Memory, launch) -> None:

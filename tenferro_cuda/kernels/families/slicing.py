@@ -1,5 +1,5 @@
 """ptx/slicing.cu: strided view copies (slice, dynamic slices, concatenate, reverse) and
-pad, instantiated per storage unit (the 16-byte-store variants for units under 16 bytes)."""
+pad, instantiated per storage unit."""
 
 from ..registry import Entry, Family
 from .gather import INDEX, UNITS
@@ -9,10 +9,8 @@ FAMILY = Family(
     "slicing.cu",
     (
         Entry("copy_rows", lambda: [(u,) for u in UNITS]),
-        Entry("copy_rows_v", lambda: [(u,) for u in UNITS[:-1]]),
         Entry("copy_elems", lambda: [(u, i) for u in UNITS for i in INDEX]),
         Entry("pad_rows", lambda: [(u,) for u in UNITS]),
-        Entry("pad_rows_v", lambda: [(u,) for u in UNITS[:-1]]),
         Entry("pad_elems", lambda: [(u, i) for u in UNITS for i in INDEX]),
     ),
 )
