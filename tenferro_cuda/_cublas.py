@@ -319,16 +319,20 @@ class PreparedGemm:
         self.alpha = self.beta = None  # nothing packed yet
         self.handle = h  # the handle must outlive the bound call
 
+    def pack(self, alpha, beta) -> None:
+        """Write alpha (at ``buf``) and beta (at ``buf + 16``) in the compute's scalar type;
+        callers skip it while the same objects are passed (``LtGemm`` shares the block)."""
+        if self.is_complex:
+            self.layout.pack_into(self.buf, 0, alpha.real, alpha.imag, beta.real, beta.imag)
+        else:
+            self.layout.pack_into(self.buf, 0, alpha, beta)
+        self.alpha, self.beta = alpha, beta
+
     def run(self, pa: int, pb: int, pc: int, alpha, beta, op: str) -> None:
         """Enqueue ``c = alpha * a . b + beta * c`` for the device addresses of element 0
         of the lhs side ``pa``, the rhs side ``pb`` and the output ``pc``."""
         if alpha is not self.alpha or beta is not self.beta:
-            if self.is_complex:
-                self.layout.pack_into(self.buf, 0, alpha.real, alpha.imag, beta.real,
-                                      beta.imag)
-            else:
-                self.layout.pack_into(self.buf, 0, alpha, beta)
-            self.alpha, self.beta = alpha, beta
+            self.pack(alpha, beta)
         args = self.args
         ia, ib, ic = self.slots
         if self.swap:

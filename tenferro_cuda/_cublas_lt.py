@@ -78,7 +78,7 @@ class LtGemm:
     ``fallback`` (cublasGemmEx, which adapts per call)."""
 
     __slots__ = ("lt", "h", "plan", "types", "fallback", "fn", "args", "mask", "failed",
-                 "buf", "alpha", "beta", "keep", "__weakref__")
+                 "keep", "__weakref__")
 
     def __init__(self, lt, h: _cublas.Handle, plan, cuda_type: int, compute: int,
                  fallback: _cublas.PreparedGemm) -> None:
@@ -87,8 +87,6 @@ class LtGemm:
         self.fn = lt.matmul
         self.args: list | None = None
         self.mask, self.failed = 0, False
-        self.buf = ctypes.create_string_buffer(48)
-        self.alpha = self.beta = None
         self.keep: tuple = ()
 
     def _setup(self, align: int) -> None:
@@ -138,7 +136,7 @@ class LtGemm:
             lt.matmul_preference_destroy(pref)
         if count.value < 1:
             raise LookupError("cuBLASLt offers no algorithm for this layout")
-        addr = ctypes.addressof(self.buf)
+        addr = ctypes.addressof(self.fallback.buf)  # alpha/beta: the fallback's scalar block
         # (handle, desc, alpha, A, Adesc, B, Bdesc, beta, C, Cdesc, D, Ddesc, algo, ws,
         #  ws bytes, stream); A, B, C and D (= C) are filled per call.
         self.args = [lth.value, desc, addr, 0, lays[0], 0, lays[1], addr + 16, 0, lays[2], 0,
@@ -162,14 +160,10 @@ class LtGemm:
             if args is None or (pa | pb | pc) & self.mask:
                 self.fallback.run(pa, pb, pc, alpha, beta, op)
                 return
-        if alpha is not self.alpha or beta is not self.beta:
-            layout = self.fallback.layout
-            if self.fallback.is_complex:
-                layout.pack_into(self.buf, 0, alpha.real, alpha.imag, beta.real, beta.imag)
-            else:
-                layout.pack_into(self.buf, 0, alpha, beta)
-            self.alpha, self.beta = alpha, beta
-        if self.fallback.swap:
+        fb = self.fallback
+        if alpha is not fb.alpha or beta is not fb.beta:
+            fb.pack(alpha, beta)
+        if fb.swap:
             pa, pb = pb, pa
         args[3] = pa
         args[5] = pb

@@ -78,8 +78,12 @@ class Fallback:
     is_complex, swap = False, False
     layout = struct.Struct("<f12xf")  # alpha at 0, beta at 16, as dot_exec packs them
 
+    pack = _cublas.PreparedGemm.pack  # the real scalar block, shared with LtGemm
+
     def __init__(self) -> None:
         self.runs: list = []
+        self.buf = ctypes.create_string_buffer(48)
+        self.alpha = self.beta = None
 
     def run(self, *args) -> None:
         self.runs.append(args)
