@@ -8,6 +8,7 @@ from ..kernels import device
 from ..shapes.gather import gather_dims
 from ..shapes.scatter import scatter_dims
 from ..tensor import Tensor, TensorView
+from .gather_partition import gather_partition
 from .indexing_base import IndexingBase
 from .indexing_plan import (
     GatherArgs,
@@ -50,6 +51,11 @@ class GatherScatterOps(IndexingBase):
             Config or shapes break a StableHLO constraint (C1..C23).
         UnsupportedDTypeError
             Indices that are not int32/int64.
+
+        Notes
+        -----
+        A dense scalar gather from a table of more than 2 x L2 runs in three passes and
+        takes 2 bytes of scratch per result element from the pool (docs/indexing.md).
         """
         op = "gather"
         self._begin(op)
@@ -72,8 +78,14 @@ class GatherScatterOps(IndexingBase):
             index_vector_dim=config.index_vector_dim,
             operand_batching_dims=config.operand_batching_dims,
             index_batching_dims=config.start_indices_batching_dims)
-        self._run(gather_launch(args, self._sms()), op)
-        return out
+        part = gather_partition(args, self._rt.info.l2_cache_bytes, self._sms())
+        if part is None:
+            self._run(gather_launch(args, self._sms()), op)
+            return out
+        scratch = self._rt.pool.alloc(part.scratch_bytes, self._state.stream, op)
+        for launch in part.launches(scratch.ptr):
+            self._run(launch, op)
+        return out  # `scratch` is freed stream-ordered, after use
 
     def scatter(self, operand: Tensor | TensorView, scatter_indices: Tensor | TensorView,
                 updates: Tensor | TensorView, config: ScatterConfig) -> Tensor:

@@ -128,7 +128,7 @@ class GatherArgs:
     index_batching_dims: tuple[int, ...]
 
 
-def _start_map(g: GatherArgs, ivs: int, unit_elems: int = 1) -> bytes:
+def start_map(g: GatherArgs, ivs: int, unit_elems: int = 1) -> bytes:
     _, oshape, ost = g.operand
     strides = [ost[d] // unit_elems for d in g.start_index_map]
     his = [oshape[d] - g.slice_sizes[d] for d in g.start_index_map]
@@ -142,18 +142,22 @@ def _batching_strides(g: GatherArgs) -> list[int]:
     return [ost[pair[d]] if d in pair else 0 for d in g.index_batch_dims]
 
 
-def gather_launch(g: GatherArgs, sms: int) -> Launch:
-    """The fastest path that serves ``g``: scalar, rows or general."""
+def scalar_gather(g: GatherArgs) -> bool:
+    """Every window is one element and the index vectors are compact, in result order."""
     _, ishape, ist = g.indices
-    irank = len(ishape)
     k = len(g.start_index_map)
+    return (all(s == 1 for s in g.slice_sizes) and not g.operand_batching_dims
+            and is_dense(ishape, ist) and (k <= 1 or g.index_vector_dim == len(ishape) - 1))
+
+
+def gather_launch(g: GatherArgs, sms: int) -> Launch:
+    """The fastest one-launch path that serves ``g``: scalar, rows or general."""
     n = math.prod(g.result_shape)
-    if (all(s == 1 for s in g.slice_sizes) and not g.operand_batching_dims
-            and is_dense(ishape, ist) and (k <= 1 or g.index_vector_dim == irank - 1)):
+    if scalar_gather(g):
         unit = UNIT_OF_SIZE[g.itemsize]
         per = BLOCK * (SCALAR_UNROLL // 2 if g.itemsize == 16 else SCALAR_UNROLL)
         return Launch("gather", f"tf::gather_scalar<{unit}>", f"PPqP{MAP_CODE}q",
-                      (g.out_ptr, g.operand[0], 0, g.indices[0], _start_map(g, 1), n),
+                      (g.out_ptr, g.operand[0], 0, g.indices[0], start_map(g, 1), n),
                       grid_1d(n, per, sms, 64))
     rows = _gather_rows(g, sms)
     if rows is not None:
@@ -191,7 +195,7 @@ def _gather_rows(g: GatherArgs, sms: int) -> Launch | None:
     nrows = math.prod(bshape)
     return Launch("gather", f"tf::gather_rows<{UNIT_OF_SIZE[unit]}>", f"PPLLP{MAP_CODE}qqi",
                   (g.out_ptr, optr, layout_bytes(bs, ca), layout_bytes(bs, cb), g.indices[0],
-                   _start_map(g, ivs, ge), nrows, units, group),
+                   start_map(g, ivs, ge), nrows, units, group),
                   grid_1d(nrows * group, BLOCK, sms, 32))
 
 
@@ -211,7 +215,7 @@ def _gather_general(g: GatherArgs, sms: int) -> Launch:
     return Launch("gather", f"tf::gather_general<{UNIT_OF_SIZE[g.itemsize]}, {itype}>",
                   f"PP{GEOMETRY_CODE}P{MAP_CODE}{icode}",
                   (g.out_ptr, g.operand[0], geometry(g.result_shape, a, b), g.indices[0],
-                   _start_map(g, ivs), n),
+                   start_map(g, ivs), n),
                   grid_1d(n, BLOCK, sms, 16))
 
 

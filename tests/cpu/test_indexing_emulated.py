@@ -9,7 +9,6 @@ from __future__ import annotations
 import math
 import sys
 from pathlib import Path
-from types import SimpleNamespace
 
 import ml_dtypes
 import numpy as np
@@ -17,16 +16,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tenferro_cuda import ALL_DTYPES, DType, RuntimeStateError, ValidationError
+from tenferro_cuda import ALL_DTYPES, DType
 from tenferro_cuda.configs.indexing import GatherConfig, PadConfig, ScatterConfig, SliceConfig
 from tenferro_cuda.ops import indexing_base, indexing_gather
-from tenferro_cuda.ops.indexing import IndexingOps
-from tenferro_cuda.tensor import Tensor, TensorView, _Strided
+from tenferro_cuda.tensor import TensorView
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from reference import indexing_cases as cases  # noqa: E402
-from reference import kernel_emulator as emu  # noqa: E402
 from reference import stablehlo as ref  # noqa: E402
+from reference.emulated_session import EmuSession, FakeDriver  # noqa: E402
 from reference.indexing_tables import (  # noqa: E402
     COMBINERS,
     COMBOS,
@@ -34,80 +32,6 @@ from reference.indexing_tables import (  # noqa: E402
     SCATTER_TABLE,
     sample,
 )
-
-
-class EmuSession(IndexingOps):
-    """IndexingOps over emulated memory: launches run in kernel_emulator."""
-
-    def __init__(self) -> None:
-        self.mem = emu.Memory()
-        self.launches: list = []
-        pool = SimpleNamespace(alloc=lambda n, stream, op: self.mem.alloc(n))
-        self._rt = SimpleNamespace(pool=pool, info=SimpleNamespace(multiprocessor_count=132,
-                                                                 arch=90))
-        self._state = SimpleNamespace(stream=None, prepared={})
-
-    def _begin(self, op):
-        return self._state
-
-    def _resident(self, t, op, what="input"):
-        if not isinstance(t, _Strided):
-            raise ValidationError(f"{what} must be a Tensor or TensorView", op=op)
-        if t.base.buffer is None:
-            raise RuntimeStateError(f"{what}: a host tensor", op=op)
-
-    def _alloc(self, dtype, shape, op):
-        nbytes = math.prod(shape) * dtype.itemsize
-        return Tensor._make(dtype, tuple(shape), buffer=self.mem.alloc(nbytes))
-
-    def _run(self, launch, op):
-        self.launches.append(launch)
-        emu.run(self.mem, launch)
-
-    def _compact(self, view, op):
-        out = self._alloc(view.dtype, view.shape, op)
-        self._write(out, self.download(view))
-        return out
-
-    def _write(self, t, array):
-        raw = np.ascontiguousarray(array, t.dtype.numpy).reshape(-1).view(np.uint8)
-        lo = t.base.buffer.ptr - emu.BASE
-        self.mem.heap[lo:lo + raw.size] = raw
-
-    def upload(self, array, pad: int = 0):
-        """A device tensor of ``array``; ``pad`` > 0 returns a strided view instead."""
-        array = np.asarray(array)
-        if not pad or array.ndim == 0:
-            t = self._alloc(DType.of(array.dtype), array.shape, "upload")
-            self._write(t, array)
-            return t
-        big = np.zeros(tuple(n * 2 + pad for n in array.shape), array.dtype)
-        sl = tuple(slice(pad, pad + 2 * n, 2) for n in array.shape)
-        big[sl] = array
-        base = self.upload(big)
-        strides = [2 * s for s in base.strides]
-        return TensorView(base, array.shape, strides, sum(pad * s for s in base.strides))
-
-    def download(self, t):
-        lo = t.base.buffer.ptr - emu.BASE if t.base.buffer.ptr else 0
-        flat = self.mem.heap[lo:lo + t.base.nbytes].view(t.dtype.numpy)
-        idx = np.full(t.shape, t.offset, np.int64)
-        for ax, (n, st_) in enumerate(zip(t.shape, t.strides)):
-            shp = [1] * t.ndim
-            shp[ax] = n
-            idx = idx + (np.arange(n) * st_).reshape(shp)
-        return flat[idx] if t.size else np.zeros(t.shape, t.dtype.numpy)
-
-
-class FakeDriver:
-    def __init__(self, mem):
-        self.mem = mem
-
-    def memcpy_dtod_async(self, dst, src, nbytes, stream, op=""):
-        self.mem.write(dst, 1, np.arange(nbytes), self.mem.read(src, 1, np.arange(nbytes)))
-
-    def memset_d8_async(self, ptr, value, nbytes, stream, op=""):
-        self.mem.write(ptr, 1, np.arange(nbytes), np.full(nbytes, value, np.uint8).view("V1"))
 
 
 @pytest.fixture

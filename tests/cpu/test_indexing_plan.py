@@ -12,6 +12,7 @@ import pytest
 
 from tenferro_cuda.kernels.args import ArgPack
 from tenferro_cuda.kernels.registry import family
+from tenferro_cuda.ops.gather_partition import gather_partition
 from tenferro_cuda.ops.indexing_plan import (
     GatherArgs,
     ScatterArgs,
@@ -259,7 +260,7 @@ _SIZES = {"tf::u8": 1, "unsigned short": 2, "tf::u32": 4, "tf::u64": 8, "tf::b12
           "tf::bfloat16": 2, "float": 4, "double": 8, "tf::complex<float>": 8,
           "tf::complex<double>": 16}
 _STRUCTS = {"Layout": "L", "IndexMap": "S144", "Geometry": "S432", "PadMap": "S336",
-            "i64": "q", "int": "i"}
+            "i64": "q", "int": "i", "u32": "I", "u64": "Q"}
 
 
 def _signature(fam: str, entry: str) -> tuple[list[str], list[str]]:
@@ -298,6 +299,10 @@ LAUNCHES = {
     "gather-scalar": lambda: gather_launch(gargs((99,), (1,), (), (0,), (0,), (7,), 1), SMS),
     "gather-rows": lambda: gather_launch(gargs(**EMB), SMS),
     "gather-general": lambda: gather_launch(gargs(**{**EMB, "offset_dims": (0,)}), SMS),
+    **{f"gather-{name}-{item}": (lambda i=i, item=item: gather_partition(
+        gargs((1 << 26,), (1,), (), (0,), (0,), (1 << 24,), 1, item=item), 60 << 20,
+        SMS).launches(4 * A)[i]) for i, name in enumerate(("split", "chunks", "place"))
+       for item in (4, 8, 16)},
     "scatter-scalar": lambda: scatter_launch(sargs((6,), (3,), (), (0,), (0,), (3, 1), 1),
                                              "add", 0, False, SMS),
     "scatter-scalar-max": lambda: scatter_launch(sargs((6,), (3,), (), (0,), (0,), (3, 1), 1),

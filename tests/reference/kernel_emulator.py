@@ -161,6 +161,53 @@ def gather_general(mem, t, out, operand, geom, idx, m, n):
     mem.write(out, size, i, mem.read(operand, size, a + clamped_start(mem, index_map(m), idx, b)))
 
 
+PART_ROWS = {"tf::u32": 4096, "tf::u64": 4096, "tf::b128": 2048}  # part_rows<S>
+
+
+def gather_split(mem, t, out, idx, m, base, n, shift, chunks, pos, offs):
+    rows, size = PART_ROWS[t[0]], UNIT[t[0]]
+    nb = -(-n // rows)
+    mm = index_map(m)
+    off = base + clamped_start(mem, mm, idx, np.arange(n, dtype=np.int64) * mm["k"])
+    assert off.min() >= 0 and (off >> shift).max() < chunks, "offset outside the chunks"
+    chunk, key = off >> shift, off & ((1 << shift) - 1)
+    mem.write(offs, 4, [(chunks + 1) * nb], np.zeros(1, np.uint32).view("V4"))
+    for b in range(nb):
+        lo, hi = b * rows, min(n, (b + 1) * rows)
+        order = np.argsort(chunk[lo:hi], kind="stable")  # the device's order within a chunk
+        starts = np.searchsorted(chunk[lo:hi][order], np.arange(chunks + 1))  # varies
+        mem.write(offs, 4, np.arange(chunks + 1) * nb + b, starts.astype(np.uint32).view("V4"))
+        units = np.zeros((hi - lo, size // 4), np.uint32)
+        units[:, 0] = key[lo:hi][order]
+        mem.write(out, size, np.arange(lo, hi), units.view(f"V{size}").ravel())
+        mem.write(pos, 2, np.arange(lo, hi), order.astype(np.uint16).view("V2"))
+
+
+def gather_chunks(mem, t, out, operand, shift, chunks, nb, offs, counter):
+    rows, size = PART_ROWS[t[0]], UNIT[t[0]]
+    assert mem.typed(counter, np.uint32, [0])[0] == 0, "work counter not zeroed by the split"
+    o = mem.typed(offs, np.uint32, np.arange((chunks + 1) * nb)).astype(np.int64)
+    o = o.reshape(chunks + 1, nb)
+    assert (np.diff(o, axis=0) >= 0).all(), "chunk runs out of order"
+    for b in range(nb):
+        for c in range(chunks):
+            j = b * rows + np.arange(o[c, b], o[c + 1, b])
+            keys = mem.read(out, size, j).view(np.uint32).reshape(-1, size // 4)[:, 0]
+            mem.write(out, size, j, mem.read(operand, size, (c << shift) + keys.astype(np.int64)))
+    mem.write(counter, 4, [0], np.full(1, 0xFFFFFFFF, np.uint32).view("V4"))
+
+
+def gather_place(mem, t, out, pos, n):
+    rows, size = PART_ROWS[t[0]], UNIT[t[0]]
+    for b in range(-(-n // rows)):
+        j = np.arange(b * rows, min(n, (b + 1) * rows))
+        p = mem.typed(pos, np.uint16, j).astype(np.int64)
+        assert np.array_equal(np.sort(p), np.arange(j.size)), "positions are no permutation"
+        tile = np.empty(j.size, f"V{size}")
+        tile[p] = mem.read(out, size, j)
+        mem.write(out, size, j, tile)
+
+
 def _combine(op, dtype, old, new):
     if op == 0:  # add: 16-bit floats via float32, integers wrap
         if dtype in (np.float16, ml_dtypes.bfloat16):
@@ -311,7 +358,8 @@ def pad_elems(mem, t, out, src, p, n, value):
     _pad(mem, t, out, src, p, n // cols, cols, value)
 
 
-KERNELS = {f.__name__: f for f in (gather_scalar, gather_rows, gather_general, scatter_scalar,
+KERNELS = {f.__name__: f for f in (gather_scalar, gather_rows, gather_general, gather_split,
+                                   gather_chunks, gather_place, scatter_scalar,
                                    scatter_add, scatter_l2_normal,
                                    scatter_general, copy_rows, copy_elems, pad_rows,
                                    pad_elems)}
