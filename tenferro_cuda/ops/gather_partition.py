@@ -92,16 +92,19 @@ def gather_partition(g: GatherArgs, l2_bytes: int, sms: int) -> PartitionPlan | 
     """The three-pass plan when it serves ``g`` and should beat one pass, else None: the
     scalar path applies, 4/8/16-byte elements, a table of >= 2 L2 sizes and <= 512 chunks,
     at least one element per 64 bytes of it, and fewer than 2^32 elements."""
-    item = g.itemsize
     n = math.prod(g.result_shape)
-    chunk = chunk_bytes(l2_bytes)
-    if item not in ROWS or not chunk or chunk < item or not scalar_gather(g) or n >= 1 << 32:
+    if n * BYTES_PER_INDEX < MIN_TABLE_L2 * l2_bytes:  # implied by the rules: most leave here
+        return None
+    item = g.itemsize
+    if item not in ROWS or n >= 1 << 32 or not scalar_gather(g):
         return None
     lo, span = table_span(g)
     nbytes = span * item
+    chunk = chunk_bytes(l2_bytes)
+    if not chunk or nbytes < MIN_TABLE_L2 * l2_bytes or n * BYTES_PER_INDEX < nbytes:
+        return None
     chunks = -(-nbytes // chunk)
-    if (nbytes < MIN_TABLE_L2 * l2_bytes or n * BYTES_PER_INDEX < nbytes
-            or not 2 <= chunks <= CHUNKS_MAX):
+    if not 2 <= chunks <= CHUNKS_MAX:
         return None
     return PartitionPlan(
         unit=UNIT_OF_SIZE[item], n=n, blocks=-(-n // ROWS[item]),
