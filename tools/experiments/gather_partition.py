@@ -27,6 +27,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT), str(ROOT / "tools"), str(Path(__file__).resolve().parent)]
 
 from index_variants import Harness  # noqa: E402
+from index_variants_cases import scalar_gather_data  # noqa: E402
 
 from tenferro_cuda.kernels.compiler import compile_cached  # noqa: E402
 
@@ -126,17 +127,11 @@ class ThreePass:
 
 def run_case(h, fns, n: int, tn: int, variants, detail: bool, diag: bool) -> None:
     import tenferro_cuda as tc
-    from tenferro_cuda.configs.indexing import GatherConfig
 
     case = f"2^{n.bit_length() - 1}/2^{tn.bit_length() - 1}"
     h.begin(case)
     s = h.s
-    table, idx = h.alloc(tc.float32, (tn,)), h.alloc(tc.int64, (n,))
-    out = h.alloc(tc.float32, (n,))
-    h.fill(table, "bits", 1)
-    h.fill(idx, "index", 2, tn)
-    cfg = GatherConfig(offset_dims=(), collapsed_slice_dims=(0,), start_index_map=(0,),
-                       index_vector_dim=1, slice_sizes=(1,))
+    table, idx, out, cfg = scalar_gather_data(h, n, tn)
     ref, nbytes = s.gather(table, idx, cfg), 16 * n
     h.lib_row(case, "library gather_scalar", lambda: s.gather(table, idx, cfg), nbytes)
     for v in variants:

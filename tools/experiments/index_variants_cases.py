@@ -115,15 +115,22 @@ def all_groups() -> list[tuple[str, list[str]]]:
 
 
 # --- cases --------------------------------------------------------------------------------------
-def gather(h) -> None:
-    h.begin("gather")
-    s, n, tn = h.s, 1 << 26, 1 << 28
+def scalar_gather_data(h, n: int, tn: int):
+    """(table, idx, out, cfg): tn float32 bit patterns, n uniform int64 indices into them,
+    an n-element result buffer and the config of ``table[idx]``."""
     table, idx = h.alloc(tc.float32, (tn,)), h.alloc(tc.int64, (n,))
     out = h.alloc(tc.float32, (n,))
     h.fill(table, "bits", 1)
     h.fill(idx, "index", 2, tn)
     cfg = GatherConfig(offset_dims=(), collapsed_slice_dims=(0,), start_index_map=(0,),
                        index_vector_dim=1, slice_sizes=(1,))
+    return table, idx, out, cfg
+
+
+def gather(h) -> None:
+    h.begin("gather")
+    s, n, tn = h.s, 1 << 26, 1 << 28
+    table, idx, out, cfg = scalar_gather_data(h, n, tn)
 
     def lib():
         return s.gather(table, idx, cfg)
