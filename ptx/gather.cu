@@ -8,7 +8,7 @@
 //  (c) gather_general: any geometry, one result element per iteration, offsets from the
 //      coalesced Geometry (a = operand, b = index tensor);
 //  (d) gather_split + gather_chunks + gather_place: path (a) for a table much larger than
-//      L2 read densely (rules: ops/gather_partition.py). Random reads of such a table are
+//      L2 read densely (rules: ops/indexing/partition.py). Random reads of such a table are
 //      bound by the DRAM's rate of random accesses; these three passes read it instead one
 //      L2-sized chunk at a time, so that each 32-byte sector comes from DRAM once and the
 //      random reads hit L2. 4-, 8- and 16-byte units.

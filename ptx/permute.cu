@@ -1,6 +1,6 @@
 // Permutation (strided copy) kernels behind transpose, to_contiguous_read, copy_read_into,
 // broadcast_in_dim, extract_diagonal and embed_diagonal. The host
-// (tenferro_cuda/ops/structural_plan.py) canonicalises both layouts first: destination
+// (tenferro_cuda/ops/storage/plan.py) canonicalises both layouts first: destination
 // strides made positive, axes sorted by destination stride, mergeable axes coalesced. Then:
 //
 // - permute_rows: the destination-fastest axis is also the source's fastest (or the source

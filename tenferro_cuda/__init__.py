@@ -50,6 +50,7 @@ _LAZY = {
     "CudaDeviceInfo": ("runtime", "CudaDeviceInfo"),
     "CudaRuntimeIdentity": ("runtime", "CudaRuntimeIdentity"),
     "AllocationDomainId": ("runtime", "AllocationDomainId"),
+    "GpuExtensionCapability": ("runtime", "GpuExtensionCapability"),
     "Capability": ("runtime", "Capability"),
     "RawSession": ("raw", "RawSession"),
     "LaunchConfig": ("raw", "LaunchConfig"),

@@ -190,6 +190,12 @@ primary_ctx_release = _checked("cuDevicePrimaryCtxRelease")  # (dev)
 ctx_get_current = _checked("cuCtxGetCurrent")  # ()
 
 
+# ``cuCtxGetCurrent()`` returning ``(CUresult, CUcontext)`` unchecked: the session
+# facade's per-op test (a failed call reads as context 0, never ours, and the facade's
+# slow path then asks again through ``current_context_id``, which raises).
+get_current_unchecked = _d.cuCtxGetCurrent
+
+
 def current_context_id() -> int:
     """The calling thread's current context as an int (0 when none): the per-op check."""
     status, ctx = _d.cuCtxGetCurrent()
@@ -197,14 +203,44 @@ def current_context_id() -> int:
 
 
 ctx_push = _checked("cuCtxPushCurrent")  # (ctx)
-ctx_pop = _checked("cuCtxPopCurrent")  # ()
+ctx_pop = _checked("cuCtxPopCurrent")  # () -> the popped context
 ctx_set_current = _checked("cuCtxSetCurrent")  # (ctx)
+ctx_destroy = _checked("cuCtxDestroy")  # (ctx)
+_STACK_LIMIT = 1 << 16  # no thread holds this many contexts; bounds a runaway loop
+
+
 def ctx_create(dev):
     """A new (non-primary) context, made current; for tests and foreign-context callers."""
     return check(_d.cuCtxCreate(None, 0, dev), "cuCtxCreate")
 
 
-ctx_destroy = _checked("cuCtxDestroy")  # (ctx)
+def ctx_stack_take() -> list:
+    """Pop the calling thread's whole context stack; its entries, bottom to top."""
+    taken = []
+    for _ in range(_STACK_LIMIT):
+        status, current = _d.cuCtxGetCurrent()
+        if status:
+            _fail("cuCtxGetCurrent", status)
+        if not int(current):
+            break
+        taken.append(check(_d.cuCtxPopCurrent(), "cuCtxPopCurrent"))
+    taken.reverse()
+    return taken
+
+
+def ctx_stack_put(contexts, strict: bool = True) -> Exception | None:
+    """Push ``contexts`` (bottom to top). With ``strict=False`` every entry is tried and
+    the first failure is returned instead of raised (restoration is best effort)."""
+    failed = None
+    for ctx in contexts:
+        try:
+            check(_d.cuCtxPushCurrent(ctx), "cuCtxPushCurrent")
+        except Exception as exc:  # noqa: BLE001 - returned to the best-effort caller
+            if strict:
+                raise
+            failed = failed or exc
+    return failed
+
 
 # --- streams and events -----------------------------------------------------------------
 
@@ -214,6 +250,8 @@ def stream_create():
 
 
 stream_destroy = _checked("cuStreamDestroy")  # (stream)
+
+
 def guard_blocking(api: str, op: str = "") -> None:
     """Raise when a host-blocking call happens where the debug switch forbids it."""
     forbid: int = forbid_everywhere or getattr(sync_policy, "forbid", 0)
@@ -248,6 +286,8 @@ def event_create(timing: bool = False):
 
 
 event_record = _checked("cuEventRecord")  # (event, stream)
+
+
 def event_synchronize(event) -> None:
     guard_blocking("cuEventSynchronize")
     check(_d.cuEventSynchronize(event), "cuEventSynchronize")
@@ -258,6 +298,8 @@ def event_elapsed_ms(start, end) -> float:
 
 
 event_destroy = _checked("cuEventDestroy")  # (event)
+
+
 def stream_wait_event(stream, event) -> None:
     check(_d.cuStreamWaitEvent(stream, event, 0), "cuStreamWaitEvent")
 
@@ -265,86 +307,6 @@ def stream_wait_event(stream, event) -> None:
 def stream_handle(value: int):
     """A CUstream for a raw handle value (for streams owned by others)."""
     return _d.CUstream(value)
-
-
-# --- memory -----------------------------------------------------------------------------
-
-_POOL_ATTR = _d.CUmemPool_attribute
-POOL_STATS = {
-    "reserved_bytes": _POOL_ATTR.CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT,
-    "reserved_bytes_high": _POOL_ATTR.CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH,
-    "used_bytes": _POOL_ATTR.CU_MEMPOOL_ATTR_USED_MEM_CURRENT,
-    "used_bytes_high": _POOL_ATTR.CU_MEMPOOL_ATTR_USED_MEM_HIGH,
-}
-
-
-def mem_pool_create(ordinal: int):
-    """A device-local pool that keeps freed memory cached (release threshold = max)."""
-    props = _d.CUmemPoolProps()
-    props.allocType = _d.CUmemAllocationType.CU_MEM_ALLOCATION_TYPE_PINNED
-    props.location.type = _d.CUmemLocationType.CU_MEM_LOCATION_TYPE_DEVICE
-    props.location.id = ordinal
-    pool = check(_d.cuMemPoolCreate(props), "cuMemPoolCreate")
-    threshold = _d.cuuint64_t(0xFFFFFFFFFFFFFFFF)
-    check(
-        _d.cuMemPoolSetAttribute(pool, _POOL_ATTR.CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, threshold),
-        "cuMemPoolSetAttribute",
-    )
-    return pool
-
-
-mem_pool_destroy = _checked("cuMemPoolDestroy")  # (pool)
-mem_pool_trim = _checked("cuMemPoolTrimTo")  # (pool, keep_bytes)
-def mem_pool_stats(pool) -> dict[str, int]:
-    return {
-        key: int(check(_d.cuMemPoolGetAttribute(pool, attr), "cuMemPoolGetAttribute"))
-        for key, attr in POOL_STATS.items()
-    }
-
-
-_alloc_async = _d.cuMemAllocFromPoolAsync
-_free_async = _d.cuMemFreeAsync
-
-
-def mem_alloc_async(nbytes: int, pool, stream, op: str = "") -> int:
-    """Stream-ordered allocation; returns the device address as an int."""
-    status, ptr = _alloc_async(nbytes, pool, stream)
-    if status:
-        _fail("cuMemAllocFromPoolAsync", status, op, nbytes)
-    return int(ptr)
-
-
-def mem_free_async(ptr: int, stream) -> int:
-    """Stream-ordered free; returns the CUresult as an int (finalizers must not raise)."""
-    return int(_free_async(ptr, stream)[0])
-
-
-def _async_call(api: str):
-    """``(dst, src_or_value, nbytes, stream, op="")`` for a stream-ordered copy or memset."""
-    fn = getattr(_d, api)
-
-    def call(dst, src, nbytes: int, stream, op: str = "") -> None:
-        status = fn(dst, src, nbytes, stream)[0]
-        if status:
-            _fail(api, status, op)
-
-    call.__name__ = call.__qualname__ = api
-    return call
-
-
-memcpy_htod_async = _async_call("cuMemcpyHtoDAsync")  # (dst, host address, nbytes, stream)
-memcpy_dtoh_async = _async_call("cuMemcpyDtoHAsync")  # (host address, src, nbytes, stream)
-memcpy_dtod_async = _async_call("cuMemcpyDtoDAsync")  # (dst, src, nbytes, stream)
-memset_d8_async = _async_call("cuMemsetD8Async")  # (dst, byte value, nbytes, stream)
-
-
-def memcpy_peer_async(dst: int, dst_ctx, src: int, src_ctx, nbytes: int, stream) -> None:
-    check(_d.cuMemcpyPeerAsync(dst, dst_ctx, src, src_ctx, nbytes, stream), "cuMemcpyPeerAsync")
-
-
-def pointer_device_ordinal(ptr: int) -> int:
-    attr = _d.CUpointer_attribute.CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL
-    return int(check(_d.cuPointerGetAttribute(attr, ptr), "cuPointerGetAttribute"))
 
 
 # --- modules and launches ---------------------------------------------------------------
@@ -374,27 +336,12 @@ def function_attributes(fn) -> dict[str, int]:
     return {k: int(check(_d.cuFuncGetAttribute(a, fn), api)) for k, a in keys.items()}
 
 
-_launch = _d.cuLaunchKernel
+# ``cuLaunchKernel(fn, gx, gy, gz, bx, by, bz, shared, stream, params, 0)`` returning the
+# ``(CUresult,)`` tuple unchecked: used by ``kernels/launch.py`` alone, which checks it
+# through ``launch_failed`` (the launcher is the one path to the GPU).
+launch_unchecked = _d.cuLaunchKernel
 
 
-def launch(fn, grid, block, shared: int, stream, params: int, op: str = "") -> None:
-    """``cuLaunchKernel`` with ``params`` the address of a ``void*[]`` (see kernels.args)."""
-    status = _launch(fn, grid[0], grid[1], grid[2], block[0], block[1], block[2],
-                     shared, stream, params, 0)[0]
-    if status:
-        _fail("cuLaunchKernel", status, op)
-
-
-def launch3(fn, gx: int, bx: int, stream, params: int, op: str = "") -> None:
-    """The 1-D hot path of ``launch``: grid (gx,1,1), block (bx,1,1), no shared memory."""
-    status = _launch(fn, gx, 1, 1, bx, 1, 1, 0, stream, params, 0)[0]
-    if status:
-        _fail("cuLaunchKernel", status, op)
-
-
-def host_alloc_pinned(nbytes: int) -> int:
-    return int(check(_d.cuMemHostAlloc(nbytes, 0), "cuMemHostAlloc"))
-
-
-def host_free(ptr: int) -> int:
-    return int(_d.cuMemFreeHost(ptr)[0])
+def launch_failed(status, op: str = "") -> None:
+    """Raise the typed error of a failed ``launch_unchecked``."""
+    _fail("cuLaunchKernel", status, op)

@@ -2,9 +2,10 @@
 
 Guarantees (used by ``dlpack.py``, ``cai.py`` and ``ops/interop.py``):
 - ``order_after(waiter, producer, context, op)`` makes ``waiter`` wait for the work enqueued
-  so far on ``producer`` with one event (record on ``producer``, wait on ``waiter``); it never
-  synchronizes the host or the device. ``context`` is made current around the calls when
-  another one is current, and put back afterwards.
+  so far on ``producer`` (a stream or a raw handle) with one event (record on
+  ``producer``, wait on ``waiter``); it never synchronizes the host or the device.
+  ``context`` is made current around the calls when another one is current, and put back
+  afterwards (through the context guard, ``exec/guard.py``).
 - ``consumer_stream(value, op)`` maps a DLPack/array-API ``stream=`` argument to a stream
   handle: ``None`` and ``1`` are the legacy default stream, ``2`` the per-thread default
   stream, ``-1`` means "no synchronization" (``None`` is returned), larger values are
@@ -31,8 +32,9 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from . import _context, _driver
+from . import _driver
 from .errors import RuntimeStateError
+from .exec import guard
 
 __all__ = ["order_after", "consumer_stream", "release_when_idle", "drain", "export_home"]
 
@@ -61,19 +63,22 @@ def consumer_stream(value: object, op: str):
 
 def order_after(waiter, producer, context, op: str) -> None:
     """Make ``waiter`` wait (on the device) for the work enqueued so far on ``producer``."""
-    saved = None
-    if context is not None and int(_driver.ctx_get_current()) != int(context):
-        saved = _context.enter(context, op)
+    if isinstance(producer, int):
+        producer = _driver.stream_handle(producer)
+    if context is None:
+        _record_and_wait(waiter, producer)
+        return
+    with guard.within(context, int(context)):
+        _record_and_wait(waiter, producer)
+
+
+def _record_and_wait(waiter, producer) -> None:
+    event = _driver.event_create()
     try:
-        event = _driver.event_create()
-        try:
-            _driver.event_record(event, producer)
-            _driver.stream_wait_event(waiter, event)
-        finally:
-            _driver.event_destroy(event)
+        _driver.event_record(event, producer)
+        _driver.stream_wait_event(waiter, event)
     finally:
-        if saved is not None:
-            _context.restore(saved, context, op)
+        _driver.event_destroy(event)
 
 
 def _idle(stream, home) -> bool:
@@ -87,11 +92,8 @@ def _idle(stream, home) -> bool:
     if home is None:
         return True
     try:
-        _driver.ctx_push(home.context)
-        try:
+        with guard.within(home.context, int(home.context)):
             return _driver.stream_query(stream)
-        finally:
-            _driver.ctx_pop()
     except Exception:  # noqa: BLE001 - a lost context: nothing to wait for
         return True
 
@@ -150,11 +152,8 @@ def _release_all_at_exit() -> None:
     for stream, fn, home in entries:
         try:
             if home is not None and not home.closed:
-                _driver.ctx_push(home.context)
-                try:
+                with guard.within(home.context, int(home.context)):
                     _driver.stream_synchronize(stream)
-                finally:
-                    _driver.ctx_pop()
         except Exception:  # noqa: BLE001 - at exit, release anyway
             pass
         _run(fn)
@@ -180,8 +179,7 @@ def export_home(buffer, op: str):
                                     f"tensor is closed", op=op)
         return home
     rt.check_alive(op)
-    for state in list(rt._states):
-        if state.stream is buffer.stream and state.thread == threading.get_ident():
-            while state.pending:
-                state.pending.pop(0)()
+    for ctx in list(rt._contexts):
+        if ctx.stream is buffer.stream and ctx.thread == threading.get_ident():
+            ctx.flush()
     return rt

@@ -40,7 +40,7 @@ from .dtypes import DType
 from .shapes.elementwise import CAST_KINDS, KINDS
 from .shapes.fusion import TypedPlan
 
-BLOCK = 256  # threads per block (ops/_base.BLOCK)
+BLOCK = 256  # threads per block (exec.context.BLOCK)
 UNROLL = 2  # 16-byte vectors in flight per operand and thread
 
 # op (Kind key) -> C expression of one instruction over the primary dtype $T.

@@ -32,8 +32,9 @@ import itertools
 import sys
 import threading
 
-from . import _driver
+from . import _driver_memory
 from .errors import OutOfMemoryError
+from .exec.authority import Authority
 
 _alloc_ids = itertools.count(1)
 _next_id = _alloc_ids.__next__
@@ -46,52 +47,71 @@ RECYCLE_CACHE_BYTES = 512 << 20  # at most this much idles in one stream's free 
 _GRANULE = 512
 
 
-class DeviceBuffer:
+class DeviceBuffer(Authority):
     """One stream-ordered allocation (or a zero-byte placeholder with ``ptr == 0``).
 
-    ``pool`` is None for memory we do not own (adopted foreign arrays): release then only
-    drops ``owner``, the object that keeps the producer alive."""
+    ``home`` is the ``_Arena`` of the execution context (one runtime, one thread) the
+    buffer is resident in, and None once it is released: residency is the one test
+    ``buffer.home is ctx.home`` (``exec/residency.py``). ``origin`` is that arena for
+    good (messages, interop). ``owner`` is None for pool memory; for memory we do not own
+    (adopted foreign arrays) it is the object that keeps the producer alive, and release
+    only drops it. Copying or pickling a buffer raises TypeError (two owners of one
+    allocation would free it twice)."""
 
-    __slots__ = ("ptr", "nbytes", "domain", "alloc_id", "ordinal", "stream", "pool",
-                 "arena", "freed", "owner", "__weakref__")
+    __slots__ = ("ptr", "nbytes", "home", "origin", "alloc_id", "owner", "__weakref__")
 
-    def __init__(self, ptr: int, nbytes: int, pool: MemoryPool | None, stream, domain: int,
-                 ordinal: int, owner: object = None, arena: _Arena | None = None) -> None:
+    def __init__(self, ptr: int, nbytes: int, arena: _Arena, owner: object = None) -> None:
         self.ptr = ptr
         self.nbytes = nbytes
-        self.pool = pool
-        self.arena = arena
-        self.stream = stream
-        self.domain = domain
-        self.ordinal = ordinal
+        self.home: _Arena | None = arena
+        self.origin = arena
         self.alloc_id = next(_alloc_ids)
-        self.freed = False
         self.owner = owner
+
+    @property
+    def freed(self) -> bool:
+        return self.home is None
+
+    @property
+    def domain(self) -> int:
+        return self.origin.pool.domain
+
+    @property
+    def ordinal(self) -> int:
+        return self.origin.pool.ordinal
+
+    @property
+    def stream(self):
+        return self.origin.stream
+
+    @property
+    def pool(self) -> MemoryPool | None:
+        """The pool that owns this memory (None for adopted foreign memory)."""
+        return self.origin.pool if self.owner is None else None
 
     def release(self) -> None:
         """Free now (stream-ordered); idempotent, never raises."""
-        if self.freed:
+        if self.home is None:
             return
-        self.freed = True
-        arena = self.arena
-        if arena is not None and self.ptr and not _finalizing():
-            arena.give_back(self.ptr, self.nbytes)
+        self.home = None
+        if self.owner is None and self.ptr and not _finalizing():
+            self.origin.give_back(self.ptr, self.nbytes)
         self.owner = None
 
     def __del__(self) -> None:
         # The hot case inline (a recycled small buffer dying on its own thread): this runs
         # once per op output, so it avoids the calls of release/give_back/keep.
-        if self.freed:
+        if self.home is None:
             return
         try:
-            arena = self.arena
+            arena = self.origin
             nbytes = self.nbytes
-            if arena is not None and nbytes <= RECYCLE_LIMIT and arena.thread == _get_ident() \
+            if self.owner is None and nbytes <= RECYCLE_LIMIT and arena.thread == _get_ident() \
                     and not arena.pool.closed and not _finalizing():
                 lst = arena.lists.get(nbytes)
                 if lst is not None and arena.cached_bytes + nbytes <= RECYCLE_CACHE_BYTES \
                         and self.ptr:
-                    self.freed = True
+                    self.home = None
                     lst.append(self.ptr)
                     arena.cached_bytes += nbytes
                     arena.frees += 1
@@ -101,12 +121,13 @@ class DeviceBuffer:
             pass
 
     def __repr__(self) -> str:
-        state = "freed" if self.freed else "live"
+        state = "freed" if self.home is None else "live"
         return f"DeviceBuffer(0x{self.ptr:x}, {self.nbytes} B, id={self.alloc_id}, {state})"
 
 
 class _Arena:
-    """The per-stream part of the pool; mutated only by the thread that owns the stream.
+    """The per-stream part of the pool, i.e. of one execution context (a runtime and a
+    thread); mutated only by the thread that owns the stream.
 
     Counters: ``held_bytes`` is what this arena holds from the driver (live + recycled),
     ``cached_bytes`` the recycled part, so a recycled hand-out or take-back touches only
@@ -129,6 +150,49 @@ class _Arena:
     @property
     def live_buffers(self) -> int:
         return self.allocations - self.frees
+
+    def alloc(self, nbytes: int, op: str = "") -> DeviceBuffer:
+        """A buffer of at least ``nbytes`` on this arena's stream (the owner thread)."""
+        pool = self.pool
+        if 0 < nbytes <= RECYCLE_LIMIT and not self.remote and pool.limit is None:
+            nbytes = (nbytes + _GRANULE - 1) & -_GRANULE
+            lst = self.lists.get(nbytes)
+            if lst:  # the hot case: a recycled buffer, no driver call, no __init__
+                self.cached_bytes -= nbytes
+                self.allocations += 1
+                buf = _new(DeviceBuffer)
+                buf.ptr, buf.nbytes, buf.home, buf.origin = lst.pop(), nbytes, self, self
+                buf.alloc_id, buf.owner = _next_id(), None
+                return buf
+        return self._alloc(nbytes, op)
+
+    def _alloc(self, nbytes: int, op: str) -> DeviceBuffer:
+        if nbytes <= 0:
+            return DeviceBuffer(0, 0, self)
+        pool = self.pool
+        if pool.closed:
+            raise OutOfMemoryError("the memory pool is closed", op=op, requested_bytes=nbytes)
+        if self.remote:
+            self.absorb()
+        if nbytes <= RECYCLE_LIMIT:
+            nbytes = (nbytes + _GRANULE - 1) & -_GRANULE
+        if pool.limit is not None and pool.live_bytes + nbytes > pool.limit:
+            raise OutOfMemoryError(
+                f"allocating {nbytes} bytes would exceed the pool limit of {pool.limit} "
+                f"bytes ({pool.live_bytes} live)", op=op, requested_bytes=nbytes)
+        lst = self.lists.get(nbytes) if nbytes <= RECYCLE_LIMIT else None
+        if lst:
+            self.cached_bytes -= nbytes
+            self.allocations += 1
+            return DeviceBuffer(lst.pop(), nbytes, self)
+        ptr = pool.driver_alloc(nbytes, self, op)
+        self.held_bytes += nbytes
+        self.allocations += 1
+        return DeviceBuffer(ptr, nbytes, self)
+
+    def adopt(self, ptr: int, nbytes: int, owner: object) -> DeviceBuffer:
+        """A buffer over memory we do not own, resident here; ``owner`` keeps it alive."""
+        return DeviceBuffer(ptr, nbytes, self, owner)
 
     def give_back(self, ptr: int, nbytes: int) -> None:
         if self.pool.closed:
@@ -174,19 +238,26 @@ class _Arena:
 
 
 class MemoryPool:
-    """The runtime's stream-ordered pool with statistics and an optional byte limit."""
+    """The runtime's stream-ordered pool with statistics and an optional byte limit.
 
-    def __init__(self, ordinal: int, context, domain: int, limit: int | None = None) -> None:
+    ``context`` is the primary context the pool's memory lives in; ``enter`` is the
+    runtime's way of making it current around a driver call that needs it (a free from a
+    thread with no current context)."""
+
+    def __init__(self, ordinal: int, context, domain: int, enter=None,
+                 limit: int | None = None) -> None:
         self.ordinal = ordinal
         self.context = context
         self.domain = domain
         self.limit = limit
-        self.handle = _driver.mem_pool_create(ordinal)
+        self._enter = enter
+        self.handle = _driver_memory.mem_pool_create(ordinal)
         self._lock = threading.Lock()
         self._arenas: dict[int, _Arena] = {}
         self.closed = False
 
-    def _arena(self, stream) -> _Arena:
+    def arena(self, stream) -> _Arena:
+        """The arena of ``stream`` (created on first use)."""
         arena = self._arenas.get(id(stream))
         if arena is None:
             with self._lock:
@@ -195,68 +266,28 @@ class MemoryPool:
 
     def alloc(self, nbytes: int, stream, op: str = "") -> DeviceBuffer:
         """A buffer of at least ``nbytes`` for use on ``stream`` (the caller's stream)."""
-        arena = self._arenas.get(id(stream))
-        if arena is not None and 0 < nbytes <= RECYCLE_LIMIT and not arena.remote \
-                and self.limit is None:
-            nbytes = (nbytes + _GRANULE - 1) & -_GRANULE
-            lst = arena.lists.get(nbytes)
-            if lst:  # the hot case: a recycled buffer, no driver call, no __init__
-                arena.cached_bytes -= nbytes
-                arena.allocations += 1
-                buf = _new(DeviceBuffer)
-                buf.ptr, buf.nbytes, buf.pool, buf.arena, buf.stream = \
-                    lst.pop(), nbytes, self, arena, stream
-                buf.domain, buf.ordinal, buf.alloc_id, buf.freed, buf.owner = \
-                    self.domain, self.ordinal, _next_id(), False, None
-                return buf
-        return self._alloc(nbytes, stream, op)
+        return self.arena(stream).alloc(nbytes, op)
 
-    def _alloc(self, nbytes: int, stream, op: str) -> DeviceBuffer:
-        if nbytes <= 0:
-            return DeviceBuffer(0, 0, None, stream, self.domain, self.ordinal)
-        arena = self._arenas.get(id(stream)) or self._arena(stream)
-        if arena.remote:
-            arena.absorb()
-        if nbytes <= RECYCLE_LIMIT:
-            nbytes = (nbytes + _GRANULE - 1) & -_GRANULE
-        if self.limit is not None and self.live_bytes + nbytes > self.limit:
-            raise OutOfMemoryError(
-                f"allocating {nbytes} bytes would exceed the pool limit of {self.limit} "
-                f"bytes ({self.live_bytes} live)", op=op, requested_bytes=nbytes)
-        lst = arena.lists.get(nbytes) if nbytes <= RECYCLE_LIMIT else None
-        if lst:
-            arena.cached_bytes -= nbytes
-            arena.allocations += 1
-            return DeviceBuffer(lst.pop(), nbytes, self, stream, self.domain, self.ordinal,
-                                None, arena)
-        ptr = self._driver_alloc(nbytes, stream, arena, op)
-        arena.held_bytes += nbytes
-        arena.allocations += 1
-        return DeviceBuffer(ptr, nbytes, self, stream, self.domain, self.ordinal, None, arena)
-
-    def _driver_alloc(self, nbytes: int, stream, arena: _Arena, op: str) -> int:
+    def driver_alloc(self, nbytes: int, arena: _Arena, op: str) -> int:
         try:
             try:
-                return _driver.mem_alloc_async(nbytes, self.handle, stream, op)
+                return _driver_memory.mem_alloc_async(nbytes, self.handle, arena.stream, op)
             except OutOfMemoryError:
                 if not arena.cached_bytes:
                     raise
                 arena.drain()  # give the recycled buffers back and try once more
-                return _driver.mem_alloc_async(nbytes, self.handle, stream, op)
+                return _driver_memory.mem_alloc_async(nbytes, self.handle, arena.stream, op)
         except OutOfMemoryError as exc:
             raise OutOfMemoryError(f"{exc.args[0]}; pool: {self.stats()}", op=op,
                                    requested_bytes=nbytes) from exc.__cause__
 
     def driver_free(self, ptr: int, stream) -> None:
         """Stream-ordered free on the driver pool; never raises."""
-        status = _driver.mem_free_async(ptr, stream)
-        if status == _INVALID_CONTEXT:  # no current context on this thread: enter ours
-            try:
-                _driver.ctx_push(self.context)
-                try:
-                    _driver.mem_free_async(ptr, stream)
-                finally:
-                    _driver.ctx_pop()
+        status = _driver_memory.mem_free_async(ptr, stream)
+        if status == _INVALID_CONTEXT and self._enter is not None:
+            try:  # no current context on this thread: make ours current for the free
+                with self._enter():
+                    _driver_memory.mem_free_async(ptr, stream)
             except Exception:  # noqa: BLE001 - a lost context frees everything anyway
                 pass
 
@@ -282,7 +313,7 @@ class MemoryPool:
             "limit": self.limit,
         }
         if not self.closed:
-            out.update(_driver.mem_pool_stats(self.handle))
+            out.update(_driver_memory.mem_pool_stats(self.handle))
         return out
 
     def trim(self, keep: int = 0) -> None:
@@ -294,9 +325,9 @@ class MemoryPool:
         for arena in list(self._arenas.values()):
             if arena.thread == me or arena.thread not in alive:
                 arena.drain()
-        _driver.mem_pool_trim(self.handle, keep)
+        _driver_memory.mem_pool_trim(self.handle, keep)
 
     def close(self) -> None:
         if not self.closed:
             self.closed = True
-            _driver.mem_pool_destroy(self.handle)
+            _driver_memory.mem_pool_destroy(self.handle)

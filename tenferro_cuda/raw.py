@@ -1,13 +1,17 @@
 """``RawSession``: the extension author's view of the session (DESIGN 3.1).
 
-Everything a raw session lends (the stream handle, modules, functions) is valid only
-inside its ``with_raw``/``raw`` scope; afterwards every use raises RuntimeStateError.
-Launch geometry and shared memory are validated against the device limits before any
-launch. Nothing here synchronizes except ``download_tensor``.
+Everything a raw session lends (the stream handle, modules, functions, device pointers)
+is valid only inside its ``with_raw``/``raw`` scope and on its thread; afterwards, or from
+another thread, every use raises RuntimeStateError. None of them can be copied or pickled
+(TypeError). Launch geometry and shared memory are validated against the device limits
+before any launch; launches go through the library's launcher (``kernels/launch.py``).
+When the body made another context current, device work of the raw session runs with
+ours pushed and popped again. Nothing here synchronizes except ``download_tensor``.
 """
 
 from __future__ import annotations
 
+import operator
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -17,9 +21,13 @@ import numpy as np
 
 from . import _driver
 from .dtypes import DType, as_dtype
-from .errors import RuntimeStateError, ValidationError
-from .kernels.args import ArgPack
+from .errors import ValidationError
+from .exec import entry, guard
+from .exec.authority import Authority, Scope
+from .exec.context import ExecContext
+from .exec.residency import resident
 from .kernels.compiler import compile_cached
+from .kernels.launch import check_geometry
 from .tensor import Tensor, _Strided
 
 __all__ = ["RawSession", "LaunchConfig", "KernelArg", "StreamHandle", "Module", "Function",
@@ -27,11 +35,13 @@ __all__ = ["RawSession", "LaunchConfig", "KernelArg", "StreamHandle", "Module", 
 
 
 def _dim3(value, name: str) -> tuple[int, int, int]:
-    if isinstance(value, int):
-        value = (value,)
-    dims = tuple(int(v) for v in value) + (1,) * (3 - len(tuple(value)))
-    if len(dims) != 3 or any(d < 1 for d in dims):
-        raise ValidationError(f"{name} must be up to three ints >= 1 (got {tuple(value)})",
+    try:
+        given = (value,) if isinstance(value, int) else tuple(value)
+        dims = tuple(operator.index(v) for v in given) + (1,) * (3 - len(given))
+    except TypeError:
+        dims = ()
+    if len(dims) != 3 or any(type(d) is bool or d < 1 for d in dims):
+        raise ValidationError(f"{name} must be up to three ints >= 1 (got {value!r})",
                               op="LaunchConfig")
     return dims  # type: ignore[return-value]
 
@@ -97,27 +107,40 @@ class KernelArg:
         return KernelArg(bytes(data), align)
 
 
-@dataclass(frozen=True)
-class DevicePointer:
-    """A residency-checked device address and the byte span behind it."""
+class DevicePointer(Authority):
+    """A residency-checked device address and the byte span behind it, valid only inside
+    the scope that lent it (``int(p)`` and ``p.address`` check thread and scope)."""
 
-    address: int
-    nbytes: int
-    writable: bool
+    __slots__ = ("_address", "nbytes", "writable", "_scope")
+
+    def __init__(self, address: int, nbytes: int, writable: bool, scope: Scope) -> None:
+        self._address, self.nbytes, self.writable, self._scope = address, nbytes, writable, scope
+
+    @property
+    def address(self) -> int:
+        self._scope.check("DevicePointer")
+        return self._address
 
     def __int__(self) -> int:
         return self.address
 
+    def __index__(self) -> int:
+        return self.address
 
-class _Lent:
+    def __repr__(self) -> str:
+        mode = "writable" if self.writable else "read-only"
+        return f"DevicePointer(0x{self._address:x}, {self.nbytes} B, {mode})"
+
+
+class _Lent(Authority):
+    """An object lent by a sub-session: checks its thread and scope on every use."""
+
     __slots__ = ("_scope", "_what")
-    _scope: Any
+    _scope: Scope
     _what: str
 
     def _check(self) -> None:
-        if not self._scope.alive:
-            raise RuntimeStateError(f"this {self._what} was lent by a raw session whose "
-                                    "scope has ended", op=self._what)
+        self._scope.check(self._what)
 
 
 class StreamHandle(_Lent):
@@ -125,7 +148,7 @@ class StreamHandle(_Lent):
 
     __slots__ = ("_stream",)
 
-    def __init__(self, stream, scope) -> None:
+    def __init__(self, stream, scope: Scope) -> None:
         self._stream, self._scope, self._what = stream, scope, "stream handle"
 
     @property
@@ -142,22 +165,27 @@ class StreamHandle(_Lent):
 
 
 class Module(_Lent):
-    __slots__ = ("_module",)
+    """A loaded module; ``function(name)`` looks up a kernel in it."""
 
-    def __init__(self, module, scope) -> None:
-        self._module, self._scope, self._what = module, scope, "module"
+    __slots__ = ("_module", "_ctx")
+
+    def __init__(self, module, ctx: ExecContext, scope: Scope) -> None:
+        self._module, self._ctx, self._scope, self._what = module, ctx, scope, "module"
 
     def function(self, name: str) -> Function:
         self._check()
-        return Function(_driver.module_get_function(self._module, name, "Module.function"),
-                        self, name)
+        with self._ctx.runtime.current():
+            fn = _driver.module_get_function(self._module, name, "Module.function")
+        return Function(fn, self, name)
 
 
 class Function(_Lent):
+    """A kernel of a module (keeps its module alive)."""
+
     __slots__ = ("_fn", "_module", "name")
 
     def __init__(self, fn, module: Module, name: str) -> None:
-        self._fn, self._module, self.name = fn, module, name  # keeps its module alive
+        self._fn, self._module, self.name = fn, module, name
         self._scope, self._what = module._scope, "function"
 
     def attributes(self) -> dict[str, int]:
@@ -165,143 +193,158 @@ class Function(_Lent):
         return _driver.function_attributes(self._fn)
 
 
-class RawSession:
+class RawSession(Authority):
     """Type-safe raw CUDA access for one ``with_raw`` scope."""
 
+    __slots__ = ("_session", "_ctx", "_scope", "op")
     _session: Any
-    _stream: Any
-    _scope: Any
+    _ctx: ExecContext
+    _scope: Scope
     op: str
 
     def __init__(self, *args, **kwargs) -> None:
         raise TypeError("RawSession is lent by CudaExecSession.with_raw / raw")
 
     @classmethod
-    def _make(cls, session, stream, scope, op: str) -> RawSession:
+    def _make(cls, session, ctx: ExecContext, scope: Scope, op: str) -> RawSession:
         self = object.__new__(cls)
-        self._session, self._stream, self._scope, self.op = session, stream, scope, op
+        self._session, self._ctx, self._scope, self.op = session, ctx, scope, op
         return self
 
-    def _check(self) -> None:
-        if not self._scope.alive:
-            raise RuntimeStateError("the raw session's scope has ended", op=self.op)
-        self._session._begin(self.op)
+    def _check(self) -> ExecContext:
+        self._scope.check(self.op)
+        return entry.check(self._session, self.op)
+
+    def _device(self, fn, *args):
+        """``fn(*args)`` with our context current (pushed and popped when the body made
+        another one current)."""
+        ctx = self._check()
+        if guard.current_id() == ctx.context_id:
+            return fn(*args)
+        return guard.call_pushed(ctx.context, fn, *args)
 
     # --- what the session lends --------------------------------------------------------
     def stream(self) -> StreamHandle:
-        self._check()
-        return StreamHandle(self._stream, self._scope)
+        """The session stream (borrowed for this scope)."""
+        return StreamHandle(self._check().stream, self._scope)
 
     def context(self) -> int:
-        self._check()
-        return self._session._rt.context_id
+        """The runtime's primary context, as an int."""
+        return self._check().context_id
 
     def device(self) -> int:
-        self._check()
-        return self._session._rt.ordinal
+        """The device ordinal."""
+        return self._check().ordinal
 
     def tensor(self, t: _Strided) -> DevicePointer:
         """Address of element 0 of a resident tensor/view and its buffer's byte span."""
-        self._check()
-        self._session._resident(t, self.op)
-        return DevicePointer(t.data_ptr(), t.base.nbytes - t.offset * t.itemsize, False)
+        ctx = self._check()
+        resident(ctx, t, self.op)
+        return DevicePointer(t.data_ptr(), t.base.nbytes - t.offset * t.itemsize, False,
+                             self._scope)
 
     def tensor_mut(self, t: _Strided) -> DevicePointer:
+        """``tensor(t)`` for writing."""
         p = self.tensor(t)
-        return DevicePointer(p.address, p.nbytes, True)
+        return DevicePointer(p._address, p.nbytes, True, self._scope)
 
     def alloc_output(self, dtype: DType | str, shape: Sequence[int]) -> Tensor:
-        self._check()
-        shape_t = tuple(int(s) for s in shape)
-        if any(s < 0 for s in shape_t):
-            raise ValidationError(f"shape entries must be >= 0 (got {shape_t})", op=self.op)
-        return self._session._alloc(as_dtype(dtype), shape_t, self.op)
+        """A new compact device tensor (contents undefined)."""
+        ctx = self._check()
+        shape_t = _shape(shape, self.op)
+        return ctx.alloc(as_dtype(dtype), shape_t, self.op)
 
     def alloc_bytes(self, nbytes: int) -> Tensor:
+        """A new uint8 device tensor of ``nbytes`` elements."""
         return self.alloc_output(DType.UINT8, (int(nbytes),))
 
     def upload_bytes(self, data: bytes) -> Tensor:
+        """A new uint8 device tensor holding ``data``."""
         self._check()
         return self._session.upload_host_tensor(np.frombuffer(bytes(data), np.uint8).copy())
 
     def copy_bytes(self, dst: _Strided, src: _Strided, nbytes: int) -> None:
         """Copy ``nbytes`` from ``src``'s element 0 to ``dst``'s (bounds checked)."""
         s, d = self.tensor(src), self.tensor_mut(dst)
-        if not 0 <= nbytes <= min(s.nbytes, d.nbytes):
-            raise ValidationError(f"copy of {nbytes} bytes exceeds the spans "
+        if type(nbytes) is not int or not 0 <= nbytes <= min(s.nbytes, d.nbytes):
+            raise ValidationError(f"copy of {nbytes!r} bytes exceeds the spans "
                                   f"({s.nbytes} source, {d.nbytes} destination)", op=self.op)
+        if s._address < d._address + nbytes and d._address < s._address + nbytes:
+            raise ValidationError("copy_bytes: the source and destination ranges overlap",
+                                  op=self.op)
         if nbytes:
-            _driver.memcpy_dtod_async(d.address, s.address, nbytes, self._stream, self.op)
+            self._device(self._ctx.copy, d._address, s._address, nbytes, self.op)
 
     def download_tensor(self, t: _Strided) -> Tensor:
+        """A host copy of ``t`` (blocks until it is there)."""
         self._check()
         return self._session.download_to_host(t)
 
     # --- modules and launches ----------------------------------------------------------
     def load_ptx(self, ptx: str | bytes) -> Module:
-        self._check()
+        """Load PTX text into the runtime's context."""
+        ctx = self._check()
         image = ptx.encode() if isinstance(ptx, str) else bytes(ptx)
         if not image.endswith(b"\0"):
             image += b"\0"
-        return Module(self._session._rt.load_module(image, self.op), self._scope)
+        return Module(ctx.runtime.load_module(image, self.op), ctx, self._scope)
 
     def load_cubin(self, cubin: bytes) -> Module:
-        self._check()
-        return Module(self._session._rt.load_module(bytes(cubin), self.op), self._scope)
+        """Load a cubin (or fatbin) image into the runtime's context."""
+        ctx = self._check()
+        return Module(ctx.runtime.load_module(bytes(cubin), self.op), ctx, self._scope)
 
     def compile_nvrtc(self, source: str, options: Sequence[str] = (), *,
                       name: str = "extension.cu") -> Module:
         """Compile ``source`` for this device (through the kernel cache) and load it."""
-        self._check()
-        rt = self._session._rt
-        prog = compile_cached(source, name, (), rt.info.arch, tuple(options), op=self.op)
-        return Module(rt.load_module(prog.image, self.op), self._scope)
+        ctx = self._check()
+        prog = compile_cached(source, name, (), ctx.info.arch, tuple(options), op=self.op)
+        return Module(ctx.runtime.load_module(prog.image, self.op), ctx, self._scope)
 
     def launch(self, fn: Function, config: LaunchConfig, args: Sequence[KernelArg]) -> None:
         """Validate geometry against the device, then enqueue on the session stream."""
-        self._check()
+        ctx = self._check()
+        if not isinstance(fn, Function):
+            raise ValidationError(f"fn must be a Function lent by this scope (got "
+                                  f"{type(fn).__name__})", op=self.op)
         fn._check()
-        prepared = self._session._state.prepared
-        if ("geometry", config) not in prepared:
-            self._validate_geometry(config)
-            prepared["geometry", config] = True
-        _driver.launch(fn._fn, config.grid, config.block, config.shared_bytes,
-                       self._stream, _pack_args(prepared, args), self.op)
-
-    def _validate_geometry(self, config: LaunchConfig) -> None:
-        info = self._session._rt.info
-        block, grid = config.block, config.grid
-        assert isinstance(block, tuple) and isinstance(grid, tuple)  # LaunchConfig made them
-        bx, by, bz = block
-        problems = []
-        if bx * by * bz > info.max_threads_per_block:
-            problems.append(f"block {block} has {bx * by * bz} threads "
-                            f"(device limit {info.max_threads_per_block})")
-        for name, dims, limit in (("block", block, info.max_block_dims),
-                                  ("grid", grid, info.max_grid_dims)):
-            if any(d > m for d, m in zip(dims, limit)):
-                problems.append(f"{name} {dims} exceeds the device limits {limit}")
-        if config.shared_bytes > info.max_shared_per_block:
-            problems.append(f"shared_bytes {config.shared_bytes} exceeds the device limit "
-                            f"{info.max_shared_per_block}")
-        if problems:
-            raise ValidationError("; ".join(problems), op=self.op)
+        if not isinstance(config, LaunchConfig):
+            raise ValidationError(f"config must be a LaunchConfig (got "
+                                  f"{type(config).__name__})", op=self.op)
+        args = tuple(args)
+        if not all(isinstance(a, KernelArg) for a in args):
+            raise ValidationError("args must be KernelArg values", op=self.op)
+        codes = "".join(a.code for a in args)
+        grid, block = config.grid, config.block
+        assert isinstance(grid, tuple) and isinstance(block, tuple)  # LaunchConfig made them
+        check_geometry(ctx.info, grid, block, config.shared_bytes, self.op)
+        launch = ctx.prepare(("raw", codes, block, config.shared_bytes, id(fn._fn)), fn._fn,
+                             codes, block=block, shared=config.shared_bytes, op=self.op)
+        self._device(launch.run3, grid, *[a.data for a in args])
 
     def resource(self, key, init):
         """A per-runtime cached value (e.g. a compiled module's image) for ``key``."""
-        self._check()
-        res = self._session._rt.resources
-        if key not in res:
-            if len(res) >= 256:
-                res.pop(next(iter(res)))
-            res[key] = init()
-        return res[key]
+        ctx = self._check()
+        res = ctx.runtime.resources
+        value = res.get(key, _MISSING)
+        if value is _MISSING:
+            value = res.put(key, init())
+        return value
+
+    def __repr__(self) -> str:
+        state = "open" if self._scope.alive else "closed"
+        return f"<RawSession op={self.op!r} {state}>"
 
 
-def _pack_args(prepared: dict, args: Sequence[KernelArg]) -> int:
-    """Pack into this thread's cached ArgPack for the argument signature."""
-    key = ("raw-args", *[a.code for a in args])
-    pack = prepared.get(key)
-    if pack is None:
-        pack = prepared[key] = ArgPack("".join(key[1:]))
-    return pack.pack(*[a.data for a in args])
+_MISSING = object()
+
+
+def _shape(shape: Sequence[int], op: str) -> tuple[int, ...]:
+    try:
+        dims = tuple(operator.index(s) for s in shape)
+    except TypeError:
+        raise ValidationError(f"shape must be a sequence of ints (got {shape!r})",
+                              op=op) from None
+    if any(s < 0 for s in dims):
+        raise ValidationError(f"shape entries must be >= 0 (got {dims})", op=op)
+    return dims

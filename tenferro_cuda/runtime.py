@@ -3,9 +3,12 @@ session for that device (never at import).
 
 A runtime retains the device's primary context, captures ``CudaDeviceInfo``, mints a
 fresh ``CudaRuntimeIdentity`` and ``AllocationDomainId``, and owns the memory pool, the
-loaded kernel modules and one ``ThreadState`` per thread (a non-blocking stream, the
-deferred device-error word and the per-op launch caches). A sticky CUDA error poisons the
-runtime: every later call raises ``ContextLostError`` at once.
+loaded kernel modules and one ``ExecContext`` per thread (``exec/context.py``: a
+non-blocking stream, the deferred device-error word, the caches of prepared launches). A
+sticky CUDA error poisons the runtime: every later call raises ``ContextLostError`` at
+once. Whenever the runtime itself needs its context current (creating a stream, loading a
+module), it goes through the context guard (``exec/guard.py``), which puts the caller's
+context back.
 """
 
 from __future__ import annotations
@@ -18,14 +21,18 @@ from dataclasses import dataclass
 
 from . import _driver
 from .errors import ContextLostError, CudaDeviceError, RuntimeStateError
+from .exec import guard
+from .exec.authority import Authority
+from .exec.context import ExecContext
+from .exec.memo import BoundedCache
 from .kernels.compiler import compile_cached, compile_family, shared_cache
 from .memory import MemoryPool
 
 __all__ = ["CudaRuntime", "CudaDeviceInfo", "CudaRuntimeIdentity", "AllocationDomainId",
-           "Capability", "error_code", "error_message"]
+           "GpuExtensionCapability", "Capability", "error_code", "error_message"]
 
 
-class Capability(enum.Enum):
+class GpuExtensionCapability(enum.Enum):
     """What a session can do (the spec's GpuExtensionCapability, plus our own)."""
 
     RAW_MODULE = "raw_module"
@@ -37,6 +44,9 @@ class Capability(enum.Enum):
     BF16_ARITHMETIC = "bf16_arithmetic"
     STREAM_ORDERED_MEMORY = "stream_ordered_memory"
     CUBLAS = "cublas"
+
+
+Capability = GpuExtensionCapability  # the short name, kept as an alias
 
 
 @dataclass(frozen=True)
@@ -83,6 +93,7 @@ class AllocationDomainId:
     value: int
 
 
+RESOURCE_LIMIT = 256  # extension resources kept per runtime
 _serials = itertools.count(1)
 _error_lock = threading.Lock()
 _error_messages: list[str] = ["no error"]
@@ -124,28 +135,7 @@ def _read_info(ordinal: int, dev) -> CudaDeviceInfo:
     )
 
 
-class ThreadState:
-    """Per (runtime, thread): the stream, the error word, launch caches, entry flag."""
-
-    def __init__(self, runtime: CudaRuntime) -> None:
-        self.thread = threading.get_ident()
-        self.stream = _driver.stream_create()
-        self.err_host = 0
-        try:  # a failure part-way gives back what was already acquired
-            self.err_host = _driver.host_alloc_pinned(8)
-            self.err_word = runtime.pool.alloc(8, self.stream, op="runtime")
-            _driver.memset_d8_async(self.err_word.ptr, 0, 8, self.stream)
-        except BaseException:
-            if self.err_host:
-                _driver.host_free(self.err_host)
-            _driver.stream_destroy(self.stream)
-            raise
-        self.prepared: dict = {}
-        self.session_open = False
-        self.pending: list = []  # callables run by flush() (deferred frees, fused work)
-
-
-class CudaRuntime:
+class CudaRuntime(Authority):
     """The per-device runtime. Use ``CudaRuntime.get(ordinal)``; sessions do this."""
 
     _registry: dict[int, CudaRuntime] = {}
@@ -169,16 +159,13 @@ class CudaRuntime:
         self.cache = shared_cache()
         self._lock = threading.RLock()
         self._tls = threading.local()
-        self._states: list[ThreadState] = []
+        self._contexts: list[ExecContext] = []
         self._functions: dict[tuple[str, str, tuple[str, ...]], object] = {}
         self._modules: list[object] = []
-        self.resources: dict = {}
+        self.resources: BoundedCache = BoundedCache(RESOURCE_LIMIT)  # RawSession.resource
         self.closed = False
-        _driver.ctx_push(self.context)
-        try:
-            self.pool = MemoryPool(ordinal, self.context, serial)
-        finally:
-            _driver.ctx_pop()
+        with self.current():
+            self.pool = MemoryPool(ordinal, self.context, serial, enter=self.current)
 
     @classmethod
     def get(cls, ordinal: int = 0) -> CudaRuntime:
@@ -218,25 +205,27 @@ class CudaRuntime:
             raise ContextLostError(
                 f"CUDA device {self.ordinal}: {_driver.LOST_MESSAGE}", op=op)
 
-    def thread_state(self) -> ThreadState:
-        """This thread's state (stream created on first use, in the primary context)."""
-        state = getattr(self._tls, "state", None)
-        if state is None:
-            self.check_alive("thread_state")
-            _driver.ctx_push(self.context)
-            try:
-                state = ThreadState(self)
-            finally:
-                _driver.ctx_pop()
-            self._tls.state = state
+    def current(self):
+        """A context manager making this runtime's context current for a block (the
+        caller's context is put back after it)."""
+        return guard.within(self.context, self.context_id)
+
+    def exec_context(self) -> ExecContext:
+        """This thread's execution context (made on first use: stream, error word)."""
+        ctx = getattr(self._tls, "ctx", None)
+        if ctx is None:
+            self.check_alive("exec_context")
+            ctx = ExecContext(self)
+            self._tls.ctx = ctx
             with self._lock:
-                self._states.append(state)
-        return state
+                self._contexts.append(ctx)
+        return ctx
 
     # --- kernels -----------------------------------------------------------------------
     def load_module(self, image: bytes, op: str = ""):
-        """Load a cubin/PTX image into the primary context (caller made it current)."""
-        module = _driver.module_load_data(image, op)
+        """Load a cubin/PTX image into the primary context."""
+        with self.current():
+            module = _driver.module_load_data(image, op)
         with self._lock:
             self._modules.append(module)
         return module
@@ -272,29 +261,23 @@ class CudaRuntime:
         return fn
 
     def _load_function(self, prog, expression: str, op: str):
-        _driver.ctx_push(self.context)
-        try:
+        with self.current():
             module = self.load_module(prog.image, op)
             return _driver.module_get_function(module, prog.lowered[expression], op)
-        finally:
-            _driver.ctx_pop()
 
     # --- lifetime ----------------------------------------------------------------------
     def synchronize_all(self) -> None:
         with self._lock:
-            states = list(self._states)
-        for state in states:
-            _driver.stream_synchronize(state.stream)
+            contexts = list(self._contexts)
+        for ctx in contexts:
+            _driver.stream_synchronize(ctx.stream)
 
     def release_cached_memory(self) -> None:
         """Wait for pending frees on every stream, then return cached pool memory."""
         self.check_alive("release_cached_memory")
-        _driver.ctx_push(self.context)
-        try:
+        with self.current():
             self.synchronize_all()
             self.pool.trim(0)
-        finally:
-            _driver.ctx_pop()
 
     def close(self) -> None:
         """Release everything this runtime holds (sessions must be closed)."""
@@ -302,21 +285,13 @@ class CudaRuntime:
             return
         self.closed = True
         try:
-            _driver.ctx_push(self.context)
-            try:
+            with self.current():
                 self.synchronize_all()
-                for state in self._states:
-                    handle = state.prepared.get(("dot", "cublas-handle"))
-                    if handle is not None:
-                        handle.close()
-                    state.err_word.release()
-                    _driver.host_free(state.err_host)
-                    _driver.stream_destroy(state.stream)
+                for ctx in self._contexts:
+                    ctx.close()
                 for module in self._modules:
                     _driver.module_unload(module)
                 self.pool.close()
-            finally:
-                _driver.ctx_pop()
         finally:
             _driver.primary_ctx_release(self.device)
             with CudaRuntime._registry_lock:
@@ -341,6 +316,8 @@ def _after_fork_in_child() -> None:
         parent = rt.pid
         rt.closed = True
         rt.pool.closed = True
+        for ctx in rt._contexts:
+            ctx.closed = True
     if parent is not None:
         _forked_from = parent
 

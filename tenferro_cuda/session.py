@@ -2,33 +2,41 @@
 
 - Not constructible by users (``CudaExecSession()`` raises TypeError); obtained from
   ``cuda_exec_session(device)`` (a context manager) or ``with_cuda_exec_session(fn)``.
+  Copying, deep-copying or pickling it (or anything it lends) raises TypeError.
 - Thread-affine: every method called from another thread raises RuntimeStateError.
 - Scoped: after its ``with`` block the session and everything it lent (raw session,
   kernel session, stream handle, modules) raise RuntimeStateError.
-- Entry pushes the runtime's primary context; exit restores exactly the caller's context
-  (body returned or raised). A second session for the same runtime on the same thread
-  while one is open raises SessionEntryError(kind="reentered").
+- Entry pushes the runtime's primary context; exit restores the caller's whole context
+  stack exactly, whatever the body did (``exec/guard.py``). An op that finds another
+  context current pushes ours and pops it again. A second session for the same runtime on
+  the same thread while one is open raises SessionEntryError(kind="reentered").
 - Success of an op means its work is enqueued on the session stream; ``synchronize()``
   and ``download_to_host`` are the only host barriers.
+
+The session is a facade: each op method is made by ``exec/entry.op_method`` from the op
+family's function (``_session_ops.py``), and the methods here cover identity, barriers and
+the two sub-sessions.
 """
 
 from __future__ import annotations
 
-import contextlib
-import threading
-from collections.abc import Callable, Iterator
-from typing import TypeVar
+from collections.abc import Callable
+from typing import Any, TypeVar
 
-from . import _context, _driver, nvtx
-from .debug import allow_host_sync
+from . import nvtx
+from ._session_ops import SessionOps
 from .errors import SessionEntryError, ValidationError
-from .ops import SessionOps
+from .exec import entry
+from .exec.authority import Authority, Scope
+from .exec.context import ExecContext
+from .exec.guard import ScopeGuard
+from .exec.residency import resident
 from .runtime import (
     AllocationDomainId,
-    Capability,
     CudaDeviceInfo,
     CudaRuntime,
     CudaRuntimeIdentity,
+    GpuExtensionCapability,
     error_message,
 )
 
@@ -37,108 +45,87 @@ R = TypeVar("R")
 _TOKEN = object()
 
 
-class Scope:
-    """Liveness flag shared by a session and everything it lends."""
-
-    __slots__ = ("alive",)
-
-    def __init__(self) -> None:
-        self.alive = True
-
-
-class CudaExecSession(SessionOps):
+@entry.register_session_type
+class CudaExecSession(SessionOps, Authority):
     """Borrowed CUDA execution capability for one thread and one scope."""
+
+    __slots__ = ("_rt", "_ctx", "_scope")
+    _rt: CudaRuntime
+    _ctx: ExecContext
+    _scope: Scope
 
     def __init__(self, *args, **kwargs) -> None:
         raise TypeError("CudaExecSession is not constructible; use "
                         "tenferro_cuda.cuda_exec_session(device) or with_cuda_exec_session(fn)")
 
     @classmethod
-    def _open(cls, runtime: CudaRuntime, token: object) -> CudaExecSession:
+    def _open(cls, runtime: CudaRuntime, ctx: ExecContext, token: object) -> CudaExecSession:
         if token is not _TOKEN:
             raise TypeError("CudaExecSession is not constructible")
         self = object.__new__(cls)
-        self._rt = runtime
-        self._state = runtime.thread_state()
-        self._thread = threading.get_ident()
-        self._scope = Scope()
+        self._rt, self._ctx, self._scope = runtime, ctx, Scope("session")
         return self
 
     # --- identity and facts --------------------------------------------------------------
     def runtime(self) -> CudaRuntime:
-        self._begin("runtime")
+        """The runtime of this session's device (shared by the device's sessions)."""
+        entry.check(self, "runtime")
         return self._rt
 
     def runtime_identity(self) -> CudaRuntimeIdentity:
-        self._begin("runtime_identity")
+        """Device ordinal, UUID, serial and process of the runtime."""
+        entry.check(self, "runtime_identity")
         return self._rt.identity
 
     def device_info(self) -> CudaDeviceInfo:
-        self._begin("device_info")
+        """Immutable facts about the device (name, compute capability, memory, limits)."""
+        entry.check(self, "device_info")
         return self._rt.info
 
     def allocation_domain(self) -> AllocationDomainId:
-        self._begin("allocation_domain")
+        """The allocation domain tensors of this runtime belong to."""
+        entry.check(self, "allocation_domain")
         return self._rt.domain
 
-    def supports(self, capability: Capability | str) -> bool:
+    def supports(self, capability: GpuExtensionCapability | str) -> bool:
         """Answer from device and library queries (see ``capabilities.py``)."""
         from .capabilities import supports
 
-        self._begin("supports")
-        return supports(self._rt, Capability(capability))
+        entry.check(self, "supports")
+        return supports(self._rt, GpuExtensionCapability(capability))
 
-    def ensure_gpu_resident(self, tensor, op: str) -> None:
-        """Raise RuntimeStateError naming ``op`` unless ``tensor`` lives on this runtime."""
-        self._begin(op)
-        self._resident(tensor, op)
+    def ensure_gpu_resident(self, tensor: object, op: str) -> None:
+        """Raise RuntimeStateError naming ``op`` unless ``tensor`` lives on this runtime
+        and this thread's stream (it never transfers)."""
+        resident(entry.check(self, op), tensor, op)
 
     @property
     def stream_handle(self) -> int:
         """The raw CUstream value of the session stream (for timing and interop)."""
-        self._begin("stream_handle")
-        return int(self._state.stream)
+        return int(entry.check(self, "stream_handle").stream)
 
     def memory_stats(self) -> dict:
-        self._begin("memory_stats")
+        """Live, recycled and reserved bytes of the runtime's pool, and its limit."""
+        entry.check(self, "memory_stats")
         return self._rt.pool.stats()
 
     def release_cached_memory(self) -> None:
         """Return the pool's cached (freed) memory to the driver; waits for pending frees."""
-        self._begin("release_cached_memory")
-        with allow_host_sync():
-            self._rt.release_cached_memory()
+        entry.check(self, "release_cached_memory")
+        self._rt.release_cached_memory()
 
     def set_memory_limit(self, limit: int | None) -> None:
         """Bound the bytes live in this runtime's pool (None: no bound)."""
-        self._begin("set_memory_limit")
-        if limit is not None and limit < 0:
-            raise ValidationError(f"limit must be >= 0 or None (got {limit})",
+        entry.check(self, "set_memory_limit")
+        if limit is not None and (type(limit) is not int or limit < 0):
+            raise ValidationError(f"limit must be an int >= 0 or None (got {limit!r})",
                                   op="set_memory_limit")
         self._rt.pool.limit = limit
 
     # --- barriers ------------------------------------------------------------------------
     def synchronize(self) -> None:
         """Block until the session stream is idle; raise deferred device errors."""
-        op = "synchronize"
-        state = self._begin(op)
-        self._flush()
-        _driver.memcpy_dtoh_async(state.err_host, state.err_word.ptr, 4, state.stream, op)
-        with allow_host_sync():
-            _driver.stream_synchronize(state.stream, op)
-        code = int.from_bytes(_read_host(state.err_host, 4), "little", signed=True)
-        if code:
-            _driver.memset_d8_async(state.err_word.ptr, 0, 4, state.stream, op)
-            with allow_host_sync():
-                _driver.stream_synchronize(state.stream, op)
-            raise ValidationError(f"deferred device error: {error_message(code)}",
-                                  op=error_message(code).rsplit(" in ", 1)[-1],
-                                  kind="device_data")
-
-    def _flush(self) -> None:
-        pending = self._state.pending
-        while pending:
-            pending.pop(0)()
+        entry.enter(self, "synchronize", _synchronize, ())
 
     # --- sub-sessions --------------------------------------------------------------------
     def with_raw(self, op: str, fn: Callable[..., R]) -> R:
@@ -146,50 +133,35 @@ class CudaExecSession(SessionOps):
         with self.raw(op) as raw:
             return fn(raw)
 
-    @contextlib.contextmanager
-    def raw(self, op: str) -> Iterator:
-        from .raw import RawSession
-
-        self._begin(op)
-        stream = self._state.stream  # 1. the session stream of the calling thread
-        self._flush()  # 2. pending work is enqueued before raw code runs
-        saved = _context.enter(self._rt.context, op)  # 3.-4. save, push primary
-        scope = Scope()
-        try:
-            yield RawSession._make(self, stream, scope, op)  # 5.
-        finally:
-            scope.alive = False
-            _context.restore(saved, self._rt.context, op)  # 6. best effort, never raises
+    def raw(self, op: str) -> _SubScope:
+        """The raw sub-session as a context manager: ``with s.raw(op) as raw: ...``."""
+        return _SubScope(self, op, kernels=False)
 
     def with_kernels(self, op: str, fn: Callable[..., R]) -> R:
         """Run ``fn(kernel_session)``; pending work is flushed on entry and exit."""
         with self.kernels(op) as ks:
             return fn(ks)
 
-    @contextlib.contextmanager
-    def kernels(self, op: str) -> Iterator:
-        from .kernel_session import KernelSession
-
-        self._begin(op)
-        self._flush()
-        saved = _context.enter(self._rt.context, op)
-        scope = Scope()
-        try:
-            yield KernelSession._make(self, scope, op)
-        finally:
-            scope.alive = False
-            try:
-                self._flush()
-            finally:
-                _context.restore(saved, self._rt.context, op)
+    def kernels(self, op: str) -> _SubScope:
+        """The kernel sub-session as a context manager: ``with s.kernels(op) as ks: ...``."""
+        return _SubScope(self, op, kernels=True)
 
     def __repr__(self) -> str:
         state = "open" if self._scope.alive else "closed"
         return f"<CudaExecSession device={self._rt.ordinal} {state}>"
 
 
-if nvtx.enabled():
-    nvtx.instrument(CudaExecSession)
+def _synchronize(ctx: ExecContext) -> None:
+    op = "synchronize"
+    ctx.flush()
+    ctx.download(ctx.err_host, ctx.err_word.ptr, 4, op)
+    ctx.wait(op)
+    code = int.from_bytes(_read_host(ctx.err_host, 4), "little", signed=True)
+    if code:
+        ctx.memset(ctx.err_word.ptr, 0, 4, op)
+        ctx.wait(op)
+        raise ValidationError(f"deferred device error: {error_message(code)}",
+                              op=error_message(code).rsplit(" in ", 1)[-1], kind="device_data")
 
 
 def _read_host(address: int, n: int) -> bytes:
@@ -198,35 +170,109 @@ def _read_host(address: int, n: int) -> bytes:
     return ctypes.string_at(address, n)
 
 
-@contextlib.contextmanager
-def cuda_exec_session(device: int = 0) -> Iterator[CudaExecSession]:
-    """Open the execution session of ``device`` for the calling thread."""
-    op = "cuda_exec_session"
-    runtime = CudaRuntime.get(device)
-    runtime.check_alive(op)
-    state = runtime.thread_state()
-    if state.session_open:
-        raise SessionEntryError(
-            f"a session for device {device} is already open on this thread; "
-            "use that session instead of entering a second one", op=op, kind="reentered")
-    saved = _context.enter(runtime.context, op)
-    state.session_open = True
-    try:
-        session = CudaExecSession._open(runtime, _TOKEN)
-    except BaseException:
-        state.session_open = False
-        _context.restore(saved, runtime.context, op)
-        raise
-    try:
-        yield session
-    finally:
-        session._scope.alive = False
-        state.session_open = False
+class _SubScope:
+    """The ``with`` block of a raw or kernel sub-session (DESIGN 3.1, 3.2). A scope object
+    that is never exited only marks its sub-session dead when it is collected."""
+
+    __slots__ = ("_session", "_op", "_kernels", "_guard", "_scope")
+
+    def __init__(self, session: CudaExecSession, op: str, kernels: bool) -> None:
+        self._session, self._op, self._kernels = session, op, kernels
+        self._guard: ScopeGuard | None = None
+        self._scope: Scope | None = None
+
+    def __enter__(self) -> Any:
+        from .kernel_session import KernelSession
+        from .raw import RawSession
+
+        session, op = self._session, self._op
+        if self._scope is not None:
+            raise ValidationError("a sub-session scope is entered once", op=op)
+        ctx = entry.check(session, op)  # 1. the session stream of the calling thread
+        with ctx.runtime.current():
+            ctx.flush()  # 2. pending work is enqueued before the body runs
+        self._guard = ScopeGuard(ctx.context, op)  # 3.-4. save the stack, push primary
+        self._scope = Scope("kernel session" if self._kernels else "raw session")
+        cls = KernelSession if self._kernels else RawSession
+        return cls._make(session, ctx, self._scope, op)  # 5.
+
+    def __exit__(self, *exc: object) -> None:
+        scope, guard = self._scope, self._guard
+        if scope is None or guard is None or not scope.alive:
+            return
+        scope.alive = False
         try:
-            while state.pending:
-                state.pending.pop(0)()
+            if self._kernels:
+                ctx = self._session._ctx
+                with ctx.runtime.current():
+                    ctx.flush()
         finally:
-            _context.restore(saved, runtime.context, op)
+            guard.exit()  # 6. the stack exactly as it was; best effort, never raises
+
+    def __del__(self) -> None:
+        if self._scope is not None:
+            self._scope.alive = False
+
+
+if nvtx.enabled():
+    nvtx.instrument(CudaExecSession)
+
+
+class _SessionScope:
+    """The ``with`` block of ``cuda_exec_session``; never exited, it only marks the
+    session dead (and the thread free to open another) when it is collected."""
+
+    __slots__ = ("_device", "_session", "_guard")
+
+    def __init__(self, device: int) -> None:
+        self._device = device
+        self._session: CudaExecSession | None = None
+        self._guard: ScopeGuard | None = None
+
+    def __enter__(self) -> CudaExecSession:
+        op = "cuda_exec_session"
+        if self._session is not None:
+            raise ValidationError("a session scope is entered once", op=op)
+        runtime = CudaRuntime.get(self._device)
+        runtime.check_alive(op)
+        ctx = runtime.exec_context()
+        if ctx.session_open:
+            raise SessionEntryError(
+                f"a session for device {self._device} is already open on this thread; "
+                "use that session instead of entering a second one", op=op, kind="reentered")
+        self._guard = ScopeGuard(runtime.context, op)
+        ctx.session_open = True
+        self._session = CudaExecSession._open(runtime, ctx, _TOKEN)
+        return self._session
+
+    def __exit__(self, *exc: object) -> None:
+        session, guard = self._session, self._guard
+        if session is None or guard is None or not session._scope.alive:
+            return
+        session._scope.alive = False
+        ctx = session._ctx
+        ctx.session_open = False
+        try:
+            if not ctx.closed:
+                with ctx.runtime.current():
+                    ctx.flush()
+        finally:
+            guard.exit()
+
+    def __del__(self) -> None:
+        session = self._session
+        if session is not None and session._scope.alive:
+            session._scope.alive = False
+            session._ctx.session_open = False
+
+
+def cuda_exec_session(device: int = 0) -> _SessionScope:
+    """Open the execution session of ``device`` for the calling thread:
+    ``with cuda_exec_session(0) as s: ...``."""
+    if type(device) is not int or device < 0:
+        raise ValidationError(f"device must be an int >= 0 (got {device!r})",
+                              op="cuda_exec_session")
+    return _SessionScope(device)
 
 
 def with_cuda_exec_session(fn: Callable[[CudaExecSession], R], device: int = 0) -> R:

@@ -19,6 +19,7 @@ import numpy as np
 
 from .dtypes import DType, as_dtype
 from .errors import RuntimeStateError, ValidationError
+from .exec.memo import BoundedCache
 
 if TYPE_CHECKING:
     from .memory import DeviceBuffer
@@ -26,8 +27,7 @@ if TYPE_CHECKING:
 __all__ = ["Tensor", "TensorView", "compact_strides"]
 
 
-_STRIDES: dict[tuple, tuple[int, ...]] = {}  # memo of compact_strides for tuple shapes
-_STRIDES_LIMIT = 4096
+_STRIDES: BoundedCache = BoundedCache(4096)  # memo of compact_strides for tuple shapes
 
 
 def compact_strides(shape: Sequence[int]) -> tuple[int, ...]:
@@ -43,9 +43,7 @@ def compact_strides(shape: Sequence[int]) -> tuple[int, ...]:
         acc *= max(int(shape[i]), 1)
     strides = tuple(out)
     if type(shape) is tuple:
-        if len(_STRIDES) >= _STRIDES_LIMIT:
-            _STRIDES.clear()
-        _STRIDES[shape] = strides
+        _STRIDES.put(shape, strides)
     return strides
 
 

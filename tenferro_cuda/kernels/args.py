@@ -39,37 +39,47 @@ def layout_bytes(shape: Sequence[int], strides: Sequence[int], offset: int = 0) 
     return _LAYOUT.pack(*shape, *pad, *strides, *pad, offset, n, 0)
 
 
+def parse_codes(codes: str) -> tuple[list[str], list[int], list[str], int]:
+    """(tokens, byte offsets, struct format of each, total size) of an argument block
+    with every parameter at its natural alignment."""
+    tokens = _TOKEN_RE.findall(codes)
+    if "".join(tokens) != codes:
+        raise ValueError(f"bad argument codes {codes!r}")
+    offsets, fmts = [], []
+    pos = 0
+    for tok in tokens:
+        if tok in _SIMPLE:
+            code, size = _SIMPLE[tok]
+            align = size
+        elif tok == "L":
+            code, size, align = f"{LAYOUT_SIZE}s", LAYOUT_SIZE, 8
+        else:
+            size = int(tok[1:])
+            code, align = f"{size}s", (16 if tok[0] == "X" else 8)
+        pos += (-pos) % align
+        offsets.append(pos)
+        fmts.append(code)
+        pos += size
+    return tokens, offsets, fmts, pos
+
+
 class ArgPack:
     """A reusable parameter block for one kernel signature (see module docstring)."""
 
     __slots__ = ("codes", "_struct", "_buf", "_ptrs", "_shift", "address")
 
     def __init__(self, codes: str) -> None:
-        tokens = _TOKEN_RE.findall(codes)
-        if "".join(tokens) != codes:
-            raise ValueError(f"bad argument codes {codes!r}")
+        tokens, offsets, fmts, size = parse_codes(codes)
         fmt = ["<"]
-        offsets = []
         pos = 0
-        for tok in tokens:
-            if tok in _SIMPLE:
-                code, size = _SIMPLE[tok]
-                align = size
-            elif tok == "L":
-                code, size, align = f"{LAYOUT_SIZE}s", LAYOUT_SIZE, 8
-            else:
-                size = int(tok[1:])
-                code, align = f"{size}s", (16 if tok[0] == "X" else 8)
-            gap = (-pos) % align
-            if gap:
-                fmt.append(f"{gap}x")
-                pos += gap
-            offsets.append(pos)
+        for off, code in zip(offsets, fmts):
+            if off > pos:
+                fmt.append(f"{off - pos}x")
             fmt.append(code)
-            pos += size
+            pos = off + struct.calcsize("<" + code)
         self.codes = codes
         self._struct = struct.Struct("".join(fmt))
-        self._buf = ctypes.create_string_buffer(max(pos, 1) + 16)
+        self._buf = ctypes.create_string_buffer(max(size, 1) + 16)
         base = ctypes.addressof(self._buf)
         shift = (-base) % 16  # 16-align the block so X-slots are aligned in memory
         self._ptrs = (ctypes.c_void_p * max(len(offsets), 1))(
@@ -81,4 +91,3 @@ class ArgPack:
         """Write ``values`` in order; return the ``void**`` address for the launch."""
         self._struct.pack_into(self._buf, self._shift, *values)
         return self.address
-

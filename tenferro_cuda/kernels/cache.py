@@ -4,10 +4,12 @@ Key: sha256 over the kernel source, every header under ``ptx/include``, the comp
 options, the target arch, the NVRTC version, the tenferro_cuda version and the name
 expressions (``cache_key``). Disk entries live under ``$TENFERRO_CUDA_CACHE_DIR``
 (default ``~/.cache/tenferro_cuda``) as ``<key>.tfk``: a magic, the sha256 of the
-payload, then the payload (JSON header with the lowered names, then the image). Writes are
-atomic (temporary file + ``os.replace``); a file whose checksum or structure is wrong
-reads as a miss and is recompiled. A directory that cannot be written gives one warning
-and the cache continues in memory.
+payload, then the payload (JSON header with the entry's full key and the lowered names,
+then the image). Writes are atomic (temporary file + ``os.replace``). On read an entry
+must carry the key it is read for: a file whose checksum or structure is wrong, or that
+holds another key's program (files swapped or copied over each other), reads as a miss
+and is recompiled. A directory that cannot be written gives one warning and the cache
+continues in memory.
 """
 
 from __future__ import annotations
@@ -23,9 +25,10 @@ import warnings
 from pathlib import Path
 
 from .._nvrtc import CompiledProgram
+from ..exec.memo import BoundedCache
 
 log = logging.getLogger("tenferro_cuda")
-MAGIC = b"TFK1"
+MAGIC = b"TFK2"  # TFK1 entries carried no key: read as misses
 _HEADER = struct.Struct("<4s32sI")  # magic, sha256(payload), len(json)
 
 
@@ -45,14 +48,15 @@ def cache_key(parts: tuple[str | bytes, ...]) -> str:
     return h.hexdigest()
 
 
-def encode_entry(program: CompiledProgram) -> bytes:
-    meta = json.dumps({"lowered": program.lowered, "log": program.log}).encode()
+def encode_entry(program: CompiledProgram, key: str) -> bytes:
+    """The disk image of ``program`` stored under ``key`` (the key is part of it)."""
+    meta = json.dumps({"key": key, "lowered": program.lowered, "log": program.log}).encode()
     payload = meta + program.image
     return _HEADER.pack(MAGIC, hashlib.sha256(payload).digest(), len(meta)) + payload
 
 
-def decode_entry(blob: bytes) -> CompiledProgram | None:
-    """The program in ``blob``, or None when it is truncated or corrupt."""
+def decode_entry(blob: bytes, key: str) -> CompiledProgram | None:
+    """The program in ``blob`` if it is intact and was stored under ``key``; else None."""
     if len(blob) < _HEADER.size:
         return None
     magic, digest, meta_len = _HEADER.unpack_from(blob)
@@ -61,8 +65,11 @@ def decode_entry(blob: bytes) -> CompiledProgram | None:
         return None
     try:
         meta = json.loads(payload[:meta_len])
-        return CompiledProgram(bytes(payload[meta_len:]), dict(meta["lowered"]), meta["log"])
-    except (ValueError, KeyError, TypeError):
+        if meta["key"] != key:
+            return None
+        lowered = {str(k): str(v) for k, v in dict(meta["lowered"]).items()}
+        return CompiledProgram(bytes(payload[meta_len:]), lowered, str(meta["log"]))
+    except (ValueError, KeyError, TypeError, AttributeError):
         return None
 
 
@@ -72,7 +79,7 @@ class KernelCache:
     def __init__(self, directory: Path | None = None, memory_limit: int = 4096) -> None:
         self.directory = directory if directory is not None else default_cache_dir()
         self.memory_limit = memory_limit
-        self._memory: dict[str, CompiledProgram] = {}
+        self._memory: BoundedCache = BoundedCache(memory_limit)
         self._lock = threading.Lock()
         self._disk_ok = True
         self._warned = False
@@ -104,9 +111,7 @@ class KernelCache:
         self._write_disk(key, program)
 
     def _remember(self, key: str, program: CompiledProgram) -> None:
-        if key not in self._memory and len(self._memory) >= self.memory_limit:
-            self._memory.pop(next(iter(self._memory)))
-        self._memory[key] = program
+        self._memory.put(key, program)
 
     def _read_disk(self, key: str) -> CompiledProgram | None:
         if not self._disk_ok:
@@ -119,11 +124,12 @@ class KernelCache:
         except OSError as exc:
             self._disable(f"cannot read {path}: {exc}")
             return None
-        prog = decode_entry(blob)
+        prog = decode_entry(blob, key)
         if prog is None:
             with self._lock:
                 self.stats["corrupt"] += 1
-            log.warning("kernel cache entry %s is corrupt; recompiling", path)
+            log.warning("kernel cache entry %s is corrupt or holds another key's program; "
+                        "recompiling", path)
         return prog
 
     def _write_disk(self, key: str, program: CompiledProgram) -> None:
@@ -134,7 +140,7 @@ class KernelCache:
             fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".tmp-", suffix=".tfk")
             try:
                 with os.fdopen(fd, "wb") as fh:
-                    fh.write(encode_entry(program))
+                    fh.write(encode_entry(program, key))
                 os.replace(tmp, self.path_for(key))
             except BaseException:
                 os.unlink(tmp)

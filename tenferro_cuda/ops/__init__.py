@@ -1,26 +1,13 @@
-"""The op families, combined into the session's method set.
+"""The op families (DESIGN 1 and 9): one package per family, each a set of plain
+functions ``fn(ctx, ...)`` over an execution context (``exec/context.py``) and a
+``METHODS`` table of (session method name, function) pairs that the session facade
+(``_session_ops.py``) turns into methods.
 
-Each family is a mixin class in its own module; ``SessionOps`` lists them all (the session
-class derives from it). Storage helpers live in ``TransferOps``, entry/residency/launch
-plumbing in ``OpsBase``.
+Layers, bottom up: ``storage`` (copies, compaction, fills, scaling: what other families
+call by name), then ``elementwise`` (with cast) and ``analytic`` on its engine,
+``structural``, ``reduction``, ``blas1``, ``indexing``, ``dot``, ``fusion``, ``transfer``
+and ``interop``. A family validates with ``shapes/``, checks residency and aliasing with
+``exec/``, allocates through the context, and launches through prepared launches
+(``kernels/launch.py``); it never reaches the native bindings, and never another
+family's internals.
 """
-
-from __future__ import annotations
-
-from ._base import OpsBase
-from .analytic import AnalyticOps
-from .blas1 import Blas1Ops
-from .cast import CastOps
-from .dot import DotOps
-from .elementwise import ElementwiseOps
-from .fusion import FusionOps
-from .indexing import IndexingOps
-from .interop import InteropOps
-from .reduction import ReductionOps
-from .structural import StructuralOps
-from .transfer import TransferOps
-
-
-class SessionOps(ElementwiseOps, AnalyticOps, CastOps, StructuralOps, ReductionOps, Blas1Ops,
-                 IndexingOps, DotOps, FusionOps, InteropOps, TransferOps, OpsBase):
-    """Every op family's methods."""

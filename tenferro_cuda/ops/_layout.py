@@ -2,8 +2,8 @@
 
 ``coalesce`` merges adjacent axes that are contiguous with each other in *every* operand
 and drops extent-1 axes, so kernels index over the fewest axes (a transposed matrix stays
-rank 2, a contiguous block becomes rank 1). ``may_overlap`` is the conservative byte-range
-test used to reject outputs that alias an input.
+rank 2, a contiguous block becomes rank 1). Overlap of outputs with inputs is judged in
+``exec/aliasing.py``.
 """
 
 from __future__ import annotations
@@ -35,15 +35,6 @@ def coalesce(shape: Sequence[int], *strides: Sequence[int]):
 
 def index_type(n: int) -> str:
     return "tf::u32" if n < U32_LIMIT else "tf::u64"
-
-
-def may_overlap(a: _Strided, b: _Strided) -> bool:
-    """True when ``a`` and ``b`` share a buffer and their byte ranges intersect."""
-    if a.base is not b.base or a.size == 0 or b.size == 0:
-        return False
-    alo, ahi = a.span()
-    blo, bhi = b.span()
-    return alo < bhi and blo < ahi
 
 
 def layouts_for(shape: Sequence[int], *views: _Strided) -> tuple[tuple[int, ...], list[bytes]]:

@@ -2,9 +2,10 @@
 
 ``infer`` checks the operands against a ``DotGeneralConfig`` and returns the result
 shape ``[batch..., lhs free..., rhs free...]``. ``scalars`` checks alpha/beta against the
-operands' dtype. ``check_out`` checks a caller-owned output: exact shape and dtype, no
-overlap with an input, and no element addressed twice. All raise before anything is
-allocated or launched.
+operands' dtype. ``check_out`` checks a caller-owned output: exact shape and dtype, and
+no element addressed twice. All raise before anything is allocated or launched. Overlap
+of an output with an input is judged by device memory (``exec/aliasing.check_output``),
+in the ops.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from ..tensor import _Strided
 from . import MAX_RANK
 from . import check_out as _check_out_base
 
-__all__ = ["infer", "scalars", "check_out", "overlaps", "self_overlapping", "INT_RANGE"]
+__all__ = ["infer", "scalars", "check_out", "self_overlapping", "INT_RANGE"]
 
 INT_RANGE = {
     DType.INT8: (-(1 << 7), (1 << 7) - 1),
@@ -156,22 +157,9 @@ def self_overlapping(shape: Sequence[int], strides: Sequence[int]) -> bool:
     return False
 
 
-def overlaps(a: _Strided, b: _Strided) -> bool:
-    """True when ``a`` and ``b`` share a buffer and their element ranges intersect."""
-    if a.base is not b.base or not a.size or not b.size:
-        return False
-    alo, ahi = a.span()
-    blo, bhi = b.span()
-    return alo < bhi and blo < ahi
-
-
-def check_out(out: _Strided, shape: tuple[int, ...], dtype: DType, op: str,
-              inputs: Sequence[_Strided] = ()) -> None:
-    """A caller-owned output: exact shape/dtype, no element twice, no overlap with inputs."""
+def check_out(out: _Strided, shape: tuple[int, ...], dtype: DType, op: str) -> None:
+    """A caller-owned output: exact shape and dtype, no element addressed twice."""
     _check_out_base(out.shape, out.dtype, shape, dtype, op)
     if out.size and self_overlapping(out.shape, out.strides):
         raise ValidationError(f"out (shape {out.shape}, strides {out.strides}) addresses some "
                               "element more than once; it cannot be written", op=op)
-    for t in inputs:
-        if overlaps(out, t):
-            raise ValidationError("out overlaps an input; write to a separate buffer", op=op)

@@ -1,13 +1,16 @@
 """Host emulation of the reduction and BLAS-1 kernels, shared by test_reduction_emulated*.py.
 
-The real kernels of ptx/reduce.cu, ptx/blas1.cu and ptx/copy.cu are compiled by the host
-C++ compiler against a small emulation of the CUDA built-ins: every thread of a block is
-an OS thread, ``__syncthreads`` a block barrier, ``__shfl_xor_sync`` an exchange behind a
-per-warp barrier (a lane that misses a shuffle or a barrier aborts the run rather than
-hang). ``EmuSession`` is the real ReductionOps/Blas1Ops/TransferOps code over host memory:
-launch parameters go through the real ``ArgPack`` and are unpacked by the kernel's own
-parameter types, as ``cuLaunchKernel`` does, so a wrong argument code is a wrong result.
-float16/bfloat16 convert through PTX inline assembly and are left to the GPU tier.
+The real kernels of ptx/reduce.cu, ptx/blas1.cu, ptx/copy.cu and ptx/permute.cu (the
+storage copies) are compiled by the host C++ compiler against a small emulation of the
+CUDA built-ins: every thread of a block is an OS thread, ``__syncthreads`` a block
+barrier, ``__shfl_xor_sync`` an exchange behind a per-warp barrier (a lane that misses a
+shuffle or a barrier aborts the run rather than hang). ``EmuSession`` runs the real
+reduction and BLAS-1 family functions (their ``METHODS`` tables) over an ``EmuContext``:
+``tests/reference/fake_context.FakeContext`` on ``HostMemory``, whose launches pack their
+parameters with the real ``ArgPack`` from the argument codes the op gave, unpacked by the
+kernel's own parameter types, as ``cuLaunchKernel`` does, so a wrong argument code is a
+wrong result. float16/bfloat16 convert through PTX inline assembly and are left to the
+GPU tier.
 """
 
 from __future__ import annotations
@@ -17,24 +20,22 @@ import ctypes
 import hashlib
 import shutil
 import subprocess
-import types
 
 import numpy as np
 import pytest
+from reference.fake_context import FakeContext, FakeSession, HostMemory
 
 from tenferro_cuda.dtypes import as_dtype
-from tenferro_cuda.errors import ValidationError
+from tenferro_cuda.kernels.args import ArgPack
 from tenferro_cuda.kernels.compiler import headers_digest
+from tenferro_cuda.kernels.launch import check_geometry
 from tenferro_cuda.kernels.registry import INCLUDE_DIR, PTX_DIR, family
 from tenferro_cuda.ops import blas1 as blas1_ops
 from tenferro_cuda.ops import reduction as reduction_ops
-from tenferro_cuda.ops import transfer
-from tenferro_cuda.ops.blas1 import Blas1Ops
-from tenferro_cuda.ops.reduction import ReductionOps
-from tenferro_cuda.ops.transfer import TransferOps
+from tenferro_cuda.ops.reduction import plan as reduction_plan_ops
 from tenferro_cuda.shapes import reduction_plan
 from tenferro_cuda.shapes.reduction_plan import Machine
-from tenferro_cuda.tensor import Tensor, _Strided
+from tenferro_cuda.tensor import Tensor
 
 SHIM = r"""
 #pragma once
@@ -121,11 +122,12 @@ template <class... P> void emu_call(void (*k)(P...), void** a) {
 }
 """
 LOWP = ("tf::half", "tf::bfloat16")
+SOURCES = ("reduce.cu", "blas1.cu", "copy.cu", "permute.cu")
 
 
 def _expressions() -> list[str]:
     out = []
-    for name in ("reduce", "blas1", "copy"):
+    for name in ("reduce", "blas1", "copy", "permute"):
         out += [e for e in family(name).all_expressions()
                 if not e.endswith(", tf::u64>") and not any(t in e for t in LOWP)]
     return out
@@ -138,14 +140,14 @@ def build(tmp_path_factory):
         pytest.skip("no host C++ compiler for the kernel emulation")
     exprs = _expressions()
     lines = ['#include "shim.h"', '#include "reduce.cu"', '#include "blas1.cu"',
-             '#include "copy.cu"']
+             '#include "copy.cu"', '#include "permute.cu"']
     for i, e in enumerate(exprs):
         lines.append(f'extern "C" void w{i}(void** a, unsigned gx, unsigned gy, unsigned bx, '
                      f"unsigned by) {{ emu_launch(gx, gy, bx, by, [&] {{ emu_call(&{e}, a); "
                      "}); }")
     code = "\n".join(lines)
     parts = [SHIM, code, headers_digest()] + [(PTX_DIR / f).read_text()
-                                              for f in ("reduce.cu", "blas1.cu", "copy.cu")]
+                                              for f in SOURCES]
     digest = hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
     d = tmp_path_factory.getbasetemp() / f"reduction_emu_{digest}"
     out = d / "libemu.so"
@@ -163,53 +165,61 @@ def build(tmp_path_factory):
     return ctypes.CDLL(str(out)), {e: f"w{i}" for i, e in enumerate(exprs)}
 
 
-class _Buf:
-    def __init__(self, nbytes: int) -> None:
-        self.raw = np.zeros(nbytes + 272, np.uint8)
-        self.ptr = (self.raw.ctypes.data + 255) // 256 * 256  # pool allocations: 256-aligned
-        self.nbytes, self.freed = nbytes, False
+class _EmuLaunch:
+    """A prepared launch of the emulation: ``run``/``run3`` pack head + tail with the
+    kernel's argument codes and run the emulated kernel."""
+
+    def __init__(self, ctx: EmuContext, fn: str, codes: str, block, shared: int, tail,
+                 op: str) -> None:
+        self.ctx, self.fn, self.block, self.shared, self.op = ctx, fn, tuple(block), shared, op
+        self.pack, self.tail = ArgPack(codes), tuple(tail)
+
+    def run(self, gx: int, *head) -> None:
+        self.run3((gx, 1, 1), *head)
+
+    def run3(self, grid, *head) -> None:
+        self.ctx.run(self.fn, tuple(grid), self.block, self.shared,
+                     self.pack.pack(*head, *self.tail), self.op)
 
 
-class EmuSession(ReductionOps, Blas1Ops, TransferOps):
-    """The reduction and BLAS-1 mixins over host memory; launches run emulated kernels."""
+class EmuContext(FakeContext):
+    """FakeContext over HostMemory whose launches run the emulated kernels (``lib`` None:
+    launches are only recorded, for tests that must launch nothing)."""
 
-    def __init__(self, lib, index) -> None:
-        self.lib, self.index, self.launched = lib, index, []
-        self._state = types.SimpleNamespace(stream=None, prepared={})
-        self._rt = types.SimpleNamespace(identity=types.SimpleNamespace(serial=-1),
-                                         info=types.SimpleNamespace(multiprocessor_count=2))
+    def __init__(self, lib=None, index=None, **info) -> None:
+        super().__init__(HostMemory(), None, **info)
+        self.lib, self.index = lib, index or {}
+        self.launched: list[str] = []
 
-    def _begin(self, op):
-        return self._state
+    def prepare(self, key, fn, codes, *, block=(256, 1, 1), shared=0, tail=(), op=""):
+        return _EmuLaunch(self, fn, codes, block, shared, tail, op)
 
-    def _resident(self, t, op, what="input"):
-        if not isinstance(t, _Strided):
-            raise ValidationError(f"{what} is not a tensor", op=op)
+    def launch(self, fn, codes, grid, args, op, block=(256, 1, 1), shared=0) -> None:
+        _EmuLaunch(self, fn, codes, block, shared, (), op).run3(grid, *args)
 
-    def _alloc(self, dtype, shape, op):
-        nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-        return Tensor._make(dtype, tuple(shape), buffer=_Buf(nbytes))
-
-    def _fn(self, family, expression):
-        return expression
-
-    def _machine(self, kind, dtype, path):
-        return Machine(3, 3) if path == "rows" else Machine(2, 2)
-
-    def _launch(self, fn, grid, block, params, op, shared=0):
-        assert grid[2] == block[2] == 1 and block[0] * block[1] <= 256
+    def run(self, fn: str, grid, block, shared: int, params: int, op: str) -> None:
+        check_geometry(self.info, grid, block, shared, op)
+        assert grid[2] == block[2] == 1 and block[0] * block[1] <= 256 and shared == 0
+        self.launched.append(fn.split("<")[0])
+        if self.lib is None:
+            return
         f = getattr(self.lib, self.index[fn])
         f.argtypes = [ctypes.c_void_p] + [ctypes.c_uint] * 4
         f(params, grid[0], grid[1], block[0], block[1])
-        self.launched.append(fn.split("<")[0])
 
-    def _launch1d(self, fn, blocks, params, op, block=256):
-        self._launch(fn, (blocks, 1, 1), (block, 1, 1), params, op)
+
+class EmuSession(FakeSession):
+    """The reduction and BLAS-1 functions bound to an EmuContext, with uploads and
+    downloads over its host memory."""
+
+    def __init__(self, lib=None, index=None) -> None:
+        super().__init__(EmuContext(lib, index), reduction_ops.METHODS, blas1_ops.METHODS)
+        self.launched = self.ctx.launched
 
     def up(self, a: np.ndarray, shift: int = 0) -> Tensor:
         """Upload; ``shift`` bytes past the 256-byte boundary (an adopted foreign buffer)."""
         a = np.array(a, order="C")  # (ascontiguousarray would make rank 0 rank 1)
-        t = self._alloc(as_dtype(a.dtype), a.shape, "up")
+        t = self.ctx.alloc(as_dtype(a.dtype), a.shape, "up")
         t.buffer.ptr += shift
         ctypes.memmove(t.buffer.ptr, a.ctypes.data, a.nbytes)
         return t
@@ -220,27 +230,32 @@ class EmuSession(ReductionOps, Blas1Ops, TransferOps):
         return np.frombuffer(raw, np.uint8, t.nbytes).view(t.dtype.numpy).copy().reshape(t.shape)
 
 
+def _machine(ctx, kind, dtype, path):
+    return Machine(3, 3) if path == "rows" else Machine(2, 2)
+
+
+def _clear() -> None:
+    for cache in (reduction_plan_ops._plans, reduction_plan_ops._occupancy,
+                  reduction_ops._calls):
+        cache.clear()
+
+
 @contextlib.contextmanager
-def session(lib):
-    """An EmuSession with the driver calls of the storage helpers done on the host and the
-    planner thresholds lowered, so that small inputs take every path (block groups, split
-    chunks, multi-level partials, flat runs, vector heads and tails)."""
-    fake = types.SimpleNamespace(
-        memcpy_dtod_async=lambda d, s, n, stream, op="": ctypes.memmove(d, s, n),
-        memset_d8_async=lambda d, v, n, stream, op="": ctypes.memset(d, v, n))
+def session(lib=(None, None)):
+    """An EmuSession with the planner thresholds and occupancy lowered, so that small
+    inputs take every path (block groups, split chunks, multi-level partials, flat runs,
+    vector heads and tails). ``lib``: what ``build`` returns (default: record only)."""
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(transfer, "device", fake)
-        mp.setattr(blas1_ops, "resident_blocks", lambda s, f, e: 3)
+        mp.setattr(reduction_plan_ops, "machine", _machine)
+        mp.setattr(blas1_ops, "resident_blocks", lambda ctx, f, e: 3)
         mp.setattr(blas1_ops, "MIN_FLAT_CHUNK", 64)
         for name, value in [("MIN_CHUNK", 64), ("BLOCK_GROUP_MIN", 48), ("MIN_ROWS", 4)]:
             mp.setattr(reduction_plan, name, value)
-        for cache in (reduction_ops._plans, reduction_ops._calls):
-            cache.clear()
+        _clear()
         try:
             yield EmuSession(*lib)
         finally:
-            for cache in (reduction_ops._plans, reduction_ops._calls):
-                cache.clear()
+            _clear()
 
 
 # --- data and comparisons -------------------------------------------------------------

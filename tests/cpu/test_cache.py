@@ -73,12 +73,13 @@ PROGRAMS = [
 
 @pytest.mark.parametrize("program", PROGRAMS, ids=["typical", "empty", "unicode-log"])
 def test_encode_decode_round_trip(program):
-    blob = C.encode_entry(program)
+    blob = C.encode_entry(program, KEY)
     assert blob[:4] == C.MAGIC
-    assert C.decode_entry(blob) == program
+    assert C.decode_entry(blob, KEY) == program
 
 
-_BLOB = C.encode_entry(_program())
+KEY = "ab" * 32
+_BLOB = C.encode_entry(_program(), KEY)
 # Byte positions covering the magic, the checksum, the JSON header and the image.
 CORRUPT_AT = [0, 3, 4, 20, 35, 40, 41, 60, len(_BLOB) // 2, len(_BLOB) - 1]
 
@@ -87,7 +88,7 @@ CORRUPT_AT = [0, 3, 4, 20, 35, 40, 41, 60, len(_BLOB) // 2, len(_BLOB) - 1]
 def test_decode_rejects_corrupt_byte(pos):
     blob = bytearray(_BLOB)
     blob[pos] ^= 0x5A
-    assert C.decode_entry(bytes(blob)) is None
+    assert C.decode_entry(bytes(blob), KEY) is None
 
 
 TRUNCATE_TO = [0, 1, 4, 39, 40, 41, 60, len(_BLOB) - 1]
@@ -95,7 +96,42 @@ TRUNCATE_TO = [0, 1, 4, 39, 40, 41, 60, len(_BLOB) - 1]
 
 @pytest.mark.parametrize("length", TRUNCATE_TO)
 def test_decode_rejects_truncated(length):
-    assert C.decode_entry(_BLOB[:length]) is None
+    assert C.decode_entry(_BLOB[:length], KEY) is None
+
+
+def test_decode_rejects_an_entry_of_another_key():
+    """An intact entry read for a key it was not stored under is a miss (issue 13, 6)."""
+    assert C.decode_entry(_BLOB, "cd" * 32) is None
+
+
+def test_decode_rejects_old_format_without_key():
+    import hashlib
+    import json
+    import struct
+
+    meta = json.dumps({"lowered": {"k": "m"}, "log": ""}).encode()
+    payload = meta + b"image"
+    blob = struct.pack("<4s32sI", b"TFK1", hashlib.sha256(payload).digest(),
+                       len(meta)) + payload
+    assert C.decode_entry(blob, KEY) is None
+
+
+def test_swapped_cache_files_are_misses_and_recompiled(tmp_path):
+    """Swapping the contents of two entries: each reads as a miss (never the other
+    program, never a KeyError), and the recompiled program replaces it."""
+    a, b = C.cache_key(("a",)), C.cache_key(("b",))
+    first = C.KernelCache(tmp_path)
+    first.put(a, _program("A"))
+    first.put(b, _program("B"))
+    pa, pb = first.path_for(a), first.path_for(b)
+    blob_a, blob_b = pa.read_bytes(), pb.read_bytes()
+    pa.write_bytes(blob_b)
+    pb.write_bytes(blob_a)
+    second = C.KernelCache(tmp_path)  # a new process
+    assert second.get(a) is None and second.get(b) is None
+    assert second.stats["corrupt"] == 2 and second.stats["disk_hits"] == 0
+    second.put(a, _program("A"))
+    assert C.KernelCache(tmp_path).get(a) == _program("A")
 
 
 # --- KernelCache on disk -----------------------------------------------------------------

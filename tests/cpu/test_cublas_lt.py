@@ -76,7 +76,7 @@ class FakeLt:
 
 class Fallback:
     is_complex, swap = False, False
-    layout = struct.Struct("<f12xf")  # alpha at 0, beta at 16, as dot_exec packs them
+    layout = struct.Struct("<f12xf")  # alpha at 0, beta at 16, as exec/blas.py packs them
 
     pack = _cublas.PreparedGemm.pack  # the real scalar block, shared with LtGemm
 

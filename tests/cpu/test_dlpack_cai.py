@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gc
 import weakref
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -21,16 +22,21 @@ from tenferro_cuda.errors import (
     UnsupportedError,
     ValidationError,
 )
-from tenferro_cuda.memory import DeviceBuffer
+from tenferro_cuda.memory import _Arena
 from tenferro_cuda.tensor import Tensor
 
 FAKE_STREAM = 0x7A11
 
 
+def fake_arena(domain: int) -> _Arena:
+    """An arena of a pool that exists only as its identity (domain, device 0)."""
+    pool = SimpleNamespace(domain=domain, ordinal=0, closed=False, limit=None)
+    return _Arena(pool, _driver.stream_handle(FAKE_STREAM))  # type: ignore[arg-type]
+
+
 def fake_device(arr: np.ndarray) -> Tensor:
     arr = np.ascontiguousarray(arr)
-    buf = DeviceBuffer(arr.ctypes.data, arr.nbytes, None, _driver.stream_handle(FAKE_STREAM),
-                       domain=-9, ordinal=0, owner=arr)
+    buf = fake_arena(-9).adopt(arr.ctypes.data, arr.nbytes, arr)
     return Tensor._make(as_dtype(arr.dtype), tuple(arr.shape), buffer=buf)
 
 
@@ -285,7 +291,9 @@ def test_closed_home_streams_are_never_touched(monkeypatch):
 def test_export_from_closed_runtime_refused():
     arr = np.arange(4.0)
     t = fake_device(arr)
-    t.buffer.pool = _Home(closed=True)
+    t.buffer.owner = None  # pool memory now: its home is the (closed) pool
+    t.buffer.origin.pool.closed = True
+    assert t.buffer.pool is t.buffer.origin.pool
     with pytest.raises(RuntimeStateError, match="closed"):
         t.__dlpack__(stream=-1)
     with pytest.raises(RuntimeStateError, match="closed"):

@@ -12,6 +12,7 @@ from __future__ import annotations
 import ctypes
 import gc
 import sys
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -20,18 +21,23 @@ from tenferro_cuda import _driver, dlpack
 from tenferro_cuda._dlpack_export import export_capsule, live_exports
 from tenferro_cuda.dtypes import ALL_DTYPES, DType, as_dtype
 from tenferro_cuda.errors import RuntimeStateError, UnsupportedDTypeError, ValidationError
-from tenferro_cuda.memory import DeviceBuffer
-from tenferro_cuda.ops.interop import InteropOps
+from tenferro_cuda.memory import _Arena
+from tenferro_cuda.ops import interop
 from tenferro_cuda.tensor import Tensor, TensorView
 
 FAKE_STREAM = 0x5150
 
 
+def fake_arena(domain: int) -> _Arena:
+    """An arena of a pool that exists only as its identity (domain, device 0)."""
+    pool = SimpleNamespace(domain=domain, ordinal=0, closed=False, limit=None)
+    return _Arena(pool, _driver.stream_handle(FAKE_STREAM))  # type: ignore[arg-type]
+
+
 def fake_device(arr: np.ndarray) -> Tensor:
     """A device-looking tensor whose buffer is ``arr``'s host memory."""
     arr = np.ascontiguousarray(arr)
-    buf = DeviceBuffer(arr.ctypes.data, arr.nbytes, None, _driver.stream_handle(FAKE_STREAM),
-                       domain=-7, ordinal=0, owner=arr)
+    buf = fake_arena(-7).adopt(arr.ctypes.data, arr.nbytes, arr)
     return Tensor._make(as_dtype(arr.dtype), tuple(arr.shape), buffer=buf)
 
 
@@ -346,12 +352,16 @@ def test_bad_dtype_leaves_capsule_with_producer(code, bits, lanes):
     assert dlpack._capsule_kind(capsule, "t") is True  # and is still unused
 
 
-# --- adoption (the session's _adopt on a stand-in session) --------------------------------
+# --- adoption (the interop family's _adopt on a stand-in context) --------------------------------
 
 class _StandIn:
+    """The one thing adoption asks of the execution context."""
+
     def __init__(self):
-        self._rt = type("RT", (), {"domain": type("D", (), {"value": 41})(), "ordinal": 0})()
-        self._state = type("S", (), {"stream": _driver.stream_handle(FAKE_STREAM)})()
+        self.home = fake_arena(41)
+
+    def adopt(self, ptr, nbytes, owner):
+        return self.home.adopt(ptr, nbytes, owner)
 
 
 @pytest.mark.parametrize("name,make", NP_VIEWS + [("broadcast", lambda a: np.broadcast_to(
@@ -362,8 +372,8 @@ def test_adopt_numpy_view_round_trip(name, make):
     capsule = arr.__dlpack__(max_version=(1, 0))
     info = dlpack.parse_capsule(capsule)
     owner = dlpack.consume(capsule, info.managed, info.versioned)
-    adopted = InteropOps._adopt(_StandIn(), info.data, info.dtype, info.shape, info.strides,
-                                owner)
+    adopted = interop._adopt(_StandIn(), info.data, info.dtype, info.shape, info.strides,
+                             owner)
     buf = adopted.base.buffer
     assert buf.pool is None and buf.owner is owner and buf.domain == 41
     assert adopted.shape == arr.shape

@@ -13,10 +13,9 @@ import ctypes
 import numpy as np
 import pytest
 
-from tenferro_cuda import _driver, cai, dlpack
+from tenferro_cuda import _driver, _driver_memory, cai, dlpack
 from tenferro_cuda.dtypes import ALL_DTYPES, DType
 from tenferro_cuda.errors import RuntimeStateError, UnsupportedDTypeError, ValidationError
-from tenferro_cuda.kernels import device
 from tenferro_cuda.ops.interop import validate_producer
 
 LAYOUT = [
@@ -142,10 +141,9 @@ def no_cuda(monkeypatch):
         raise AssertionError("a CUDA call was made")
 
     for name in ("init", "event_create", "event_record", "stream_wait_event",
-                 "pointer_device_ordinal", "stream_query", "ctx_get_current"):
+                 "stream_query", "ctx_get_current"):
         monkeypatch.setattr(_driver, name, boom)
-        if hasattr(device, name):
-            monkeypatch.setattr(device, name, boom)
+    monkeypatch.setattr(_driver_memory, "pointer_device_ordinal", boom)
 
 
 class _CpuProducer:

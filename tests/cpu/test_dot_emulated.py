@@ -1,24 +1,25 @@
 """The dot family end to end on the CPU: the GPU tier's tests (tests/gpu/test_dot_*.py)
 run unchanged against an emulated device.
 
-The session is the real ``DotOps`` (validation, planning, cache slots, staging, grouped
-GEMM, argument packing) over emulated memory: device addresses map to numpy byte
-buffers, and every access is bounds-checked against its buffer. cuBLAS is replaced by a
-numpy model of its column-major semantics (op N/T/C, leading dimensions, strided batches,
+The session is the real dot family (validation, planning, cache slots, staging, grouped
+GEMM, argument assembly) and the transfer family (uploads, downloads) over a fake
+execution context (``reference.fake_context.FakeContext``) whose memory is emulated:
+device addresses are host addresses of numpy buffers, and every access is bounds-checked
+against its allocation. cuBLAS is the real ``exec.blas.Blas`` over a numpy model of the
+cuBLAS bindings' column-major semantics (op N/T/C, leading dimensions, strided batches,
 grouped pointer arrays read from "device" memory, host scalars read from the addresses
-passed, argument checks as cuBLAS makes them); the integer kernel by a numpy model of its
-wrapping arithmetic decoded from the packed parameter block (the kernel source itself runs
-in test_dot_int_emulated.py). What this cannot show is cuBLAS's own numerics and speed:
-the GPU tier does.
+passed, argument checks as cuBLAS makes them); the integer kernel is a numpy model of its
+wrapping arithmetic decoded from the launch's parameters (the kernel source itself runs
+in test_dot_int_emulated.py); the storage family's copies and scaling are numpy models
+(their kernels are tested with the storage family). What this cannot show is cuBLAS's own
+numerics and speed: the GPU tier does.
 """
 
 from __future__ import annotations
 
 import bisect
 import ctypes
-import itertools
 import struct
-from types import SimpleNamespace
 
 import ml_dtypes
 import numpy as np
@@ -28,33 +29,57 @@ import test_dot_cached
 import test_dot_general
 import test_dot_grouped
 import test_dot_int
+from reference.fake_context import FakeContext, FakeSession
 
 from tenferro_cuda import _cublas
-from tenferro_cuda.dtypes import as_dtype
-from tenferro_cuda.errors import RuntimeStateError
-from tenferro_cuda.ops.dot import DotOps
-from tenferro_cuda.ops.transfer import TransferOps
-from tenferro_cuda.tensor import Tensor, _Strided
+from tenferro_cuda.exec.blas import Blas
+from tenferro_cuda.ops import dot, storage, transfer
+from tenferro_cuda.ops.storage import copy as storage_copy
 
 CUDA_TYPES = {0: np.float32, 1: np.float64, 2: np.float16, 4: np.complex64, 5: np.complex128,
               14: ml_dtypes.bfloat16}
-_addresses = itertools.count(1 << 20, 1 << 26)
+NUMPY = {"signed char": np.int8, "unsigned char": np.uint8, "int": np.int32,
+         "long long": np.int64}
 
 
 class Memory:
-    """Emulated device memory: base address -> numpy bytes (garbage-initialised)."""
+    """Emulated device memory: numpy byte buffers at their host addresses (garbage-
+    initialised); ``gather``/``scatter`` check every element against its allocation."""
 
     def __init__(self) -> None:
         self.bufs: dict[int, np.ndarray] = {}
         self.bases: list[int] = []
 
     def alloc(self, nbytes: int) -> int:
-        if not nbytes:
+        if nbytes <= 0:
             return 0
-        ptr = next(_addresses)
-        self.bufs[ptr] = np.frombuffer(np.random.bytes(nbytes), np.uint8).copy()
+        if nbytes < 1 << 20:
+            raw = np.frombuffer(np.random.bytes(nbytes + 256), np.uint8).copy()
+        else:  # a cuBLAS workspace: never read
+            raw = np.empty(nbytes + 256, np.uint8)
+        ptr = (raw.ctypes.data + 255) // 256 * 256
+        arr = raw[ptr - raw.ctypes.data:][:nbytes]
+        self.bufs[ptr] = arr
         bisect.insort(self.bases, ptr)
         return ptr
+
+    def _check(self, ptr: int, nbytes: int) -> None:
+        i = bisect.bisect_right(self.bases, ptr) - 1
+        if i >= 0 and ptr < self.bases[i] + self.bufs[self.bases[i]].size:
+            assert ptr + nbytes <= self.bases[i] + self.bufs[self.bases[i]].size, \
+                "copy past the allocation"
+
+    def copy(self, dst: int, src: int, nbytes: int) -> None:
+        """Device/host copies (host addresses are numpy arrays' own: not checked)."""
+        if nbytes:
+            self._check(dst, nbytes)
+            self._check(src, nbytes)
+            ctypes.memmove(dst, src, nbytes)
+
+    def memset(self, dst: int, value: int, nbytes: int) -> None:
+        if nbytes:
+            self._check(dst, nbytes)
+            ctypes.memset(dst, value, nbytes)
 
     def typed(self, ptr: int, npd) -> tuple[np.ndarray, int]:
         """(the buffer as ``npd`` elements, element index of ``ptr``)."""
@@ -82,6 +107,27 @@ class FakeCublas:
 
     def __init__(self, mem: Memory) -> None:
         self.mem = mem
+        self.handles: set[int] = set()
+
+    def create(self) -> int:
+        h = len(self.handles) + 1
+        self.handles.add(h)
+        return h
+
+    def destroy(self, h: int) -> None:
+        self.handles.discard(h)
+
+    def set_stream(self, h, stream) -> None:
+        assert h in self.handles
+
+    def set_pointer_mode(self, h, mode) -> None:
+        assert mode == 0  # host scalars
+
+    def set_math_mode(self, h, mode) -> None:
+        assert mode == 0
+
+    def set_workspace(self, h, ptr, nbytes) -> None:
+        assert nbytes == 32 << 20
 
     def _scalar(self, addr: int, npd, compute: int):
         cplx = npd.kind == "c"
@@ -138,84 +184,34 @@ class FakeCublas:
                 p += 1
 
 
-class _Buf:
-    def __init__(self, mem: Memory, nbytes: int, stream) -> None:
-        self.ptr, self.nbytes, self.stream = mem.alloc(nbytes), nbytes, stream
-        self.domain, self.freed, self.ordinal = 7, False, 0
+def _index(shape, strides, offset) -> np.ndarray:
+    idx = np.full(tuple(shape), offset, np.int64)
+    for ax, (n, st) in enumerate(zip(shape, strides)):
+        sh = [1] * len(shape)
+        sh[ax] = n
+        idx = idx + (np.arange(n) * st).reshape(sh)
+    return idx
 
 
-class EmuSession(DotOps, TransferOps):
-    """DotOps over emulated memory; launches run numpy models."""
+class EmuContext(FakeContext):
+    """The fake execution context over emulated memory: a real ``Blas`` on first use,
+    and launches of the integer kernel run by a numpy model."""
 
     def __init__(self, mem: Memory) -> None:
+        super().__init__(mem, self._launch)
         self.mem = mem
-        self._rt = SimpleNamespace(domain=SimpleNamespace(value=7), ordinal=0,
-                                   identity=SimpleNamespace(serial=1),
-                                   info=SimpleNamespace(multiprocessor_count=132))
-        self._state = SimpleNamespace(prepared={}, stream=object(), pending=[])
+        self.stream = 0
 
-    def _begin(self, op):
-        return self._state
+    def blas(self, op):
+        if self.blas_impl is None:
+            self.blas_impl = Blas(self, op)
+        return self.blas_impl
 
-    def synchronize(self) -> None:
-        pass
-
-    def _alloc(self, dtype, shape, op):
-        n = int(np.prod(shape)) * dtype.itemsize
-        return Tensor._make(dtype, tuple(shape), buffer=_Buf(self.mem, n, self._state.stream))
-
-    def _index(self, t):
-        idx = np.full(t.shape, t.offset, np.int64)
-        for ax, (n, st) in enumerate(zip(t.shape, t.strides)):
-            sh = [1] * t.ndim
-            sh[ax] = n
-            idx = idx + (np.arange(n) * st).reshape(sh)
-        return t.base.buffer.ptr, np.dtype(t.dtype.numpy), idx
-
-    def upload_host_tensor(self, t):
-        a = np.ascontiguousarray(t.numpy() if isinstance(t, _Strided) else np.asarray(t))
-        out = self._alloc(as_dtype(a.dtype), a.shape, "upload_host_tensor")
-        if a.nbytes:
-            self.mem.bufs[out.buffer.ptr][:] = a.view(np.uint8).reshape(-1)
-        return out
-
-    def download_to_host(self, t):
-        if not isinstance(t, _Strided) or t.base.buffer is None:
-            raise RuntimeStateError("not a device tensor", op="download_to_host")
-        if t.size == 0:
-            return Tensor.from_numpy(np.empty(t.shape, t.dtype.numpy))
-        return Tensor.from_numpy(self.mem.gather(*self._index(t)).copy())
-
-    def _copy_into(self, src, dst, op):
-        if src.size:
-            self.mem.scatter(*self._index(dst), self.mem.gather(*self._index(src)))
-
-    def _fill(self, out, value, op):
-        if out.size:
-            self.mem.scatter(*self._index(out), value)
-
-    def _scale(self, out, factor, op):
-        if out.size:
-            ptr, npd, idx = self._index(out)
-            with np.errstate(over="ignore"):
-                vals = self.mem.gather(ptr, npd, idx) * np.asarray(factor, npd)
-            self.mem.scatter(ptr, npd, idx, vals.astype(npd))
-
-    def _dot_handle(self, op):
-        return self._state.prepared.setdefault(("dot", "cublas-handle"),
-                                               SimpleNamespace(value=1))
-
-    def _fn(self, family, expression):
-        assert family == "dot_int"
-        return expression
-
-    def _launch(self, fn, grid, block, params, op, shared=0):
-        wide = "long long" in fn
-        pack = self._state.prepared[("dot_int", wide)]
+    def _launch(self, fn, grid, block, shared, args) -> None:
+        assert fn.startswith("tf::dot_int<") and block == (256, 1, 1), fn
         (pc, pa, pb, batch, m, n, k, lb, lm, lk, rb, rk, rn, ob, om, on, alpha, beta,
-         beta_zero) = pack._struct.unpack_from(pack._buf, pack._shift)
-        npd = np.dtype({"signed char": np.int8, "unsigned char": np.uint8, "int": np.int32,
-                        "long long": np.int64}[fn[len("tf::dot_int<"):-1]])
+         beta_zero) = args
+        npd = np.dtype(NUMPY[fn[len("tf::dot_int<"):-1]])
         im, jn = np.arange(m)[:, None], np.arange(n)[None, :]
         kr, kc = np.arange(k)[None, :], np.arange(k)[:, None]
         u64 = np.uint64
@@ -230,15 +226,43 @@ class EmuSession(DotOps, TransferOps):
                 self.mem.scatter(pc, npd, idx, res.astype(npd))
 
 
+def _copy_layout(mem: Memory):
+    """A numpy model of ``storage.copy.copy_layout`` (``dst[...] = src[...]``)."""
+    def copy_layout(ctx, shape, sbase, ss, so, dbase, ds, do, op) -> None:
+        if int(np.prod(shape)) == 0:
+            return
+        npd = np.dtype(sbase.dtype.numpy)
+        values = mem.gather(sbase.buffer.ptr, npd, _index(shape, ss, so))
+        mem.scatter(dbase.buffer.ptr, npd, _index(shape, ds, do), values)
+    return copy_layout
+
+
+def _scale(mem: Memory):
+    """A numpy model of ``storage.scale`` (``out[...] *= factor``)."""
+    def scale(ctx, out, factor, op) -> None:
+        if out.size:
+            npd = np.dtype(out.dtype.numpy)
+            idx = _index(out.shape, out.strides, out.offset)
+            with np.errstate(over="ignore"):
+                vals = mem.gather(out.base.buffer.ptr, npd, idx) * np.asarray(factor, npd)
+            mem.scatter(out.base.buffer.ptr, npd, idx, vals.astype(npd))
+    return scale
+
+
 @pytest.fixture
-def s():
+def s(monkeypatch):
     saved = dict(_cublas._state)
     mem = Memory()
     _cublas._state.clear()
     _cublas._state.update(lib=FakeCublas(mem), version=(13, 1, 0))
+    monkeypatch.setattr(storage_copy, "copy_layout", _copy_layout(mem))
+    monkeypatch.setattr(storage, "scale", _scale(mem))
+    ctx = EmuContext(mem)
     try:
-        yield EmuSession(mem)
+        yield FakeSession(ctx, dot.METHODS, transfer.METHODS)
     finally:
+        if ctx.blas_impl is not None:
+            ctx.blas_impl.close()
         _cublas._state.clear()
         _cublas._state.update(saved)
 

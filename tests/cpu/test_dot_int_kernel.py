@@ -10,7 +10,7 @@ import pytest
 
 from tenferro_cuda.kernels.compiler import compile_family
 from tenferro_cuda.kernels.registry import family, global_names
-from tenferro_cuda.ops.dot_exec import INT_CODES
+from tenferro_cuda.ops.dot.run import INT_CODES
 
 FAM = family("dot_int")
 

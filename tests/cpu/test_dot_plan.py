@@ -1,4 +1,4 @@
-"""The dot_general layout planner (ops/dot_plan.py), on the CPU.
+"""The dot_general layout planner (ops/dot/plan.py), on the CPU.
 
 Each plan is *executed* by an emulator of what the device does with it: staging copies
 (``view.permute(perm)`` compacted), then cuBLAS's column-major ``gemm``/``gemm strided
@@ -21,7 +21,7 @@ import pytest
 from dot_reference import accum_ref, free_axes
 
 from tenferro_cuda.configs.dot import DotGeneralConfig
-from tenferro_cuda.ops.dot_plan import OP_C, OP_N, OP_T, plan_dot
+from tenferro_cuda.ops.dot.plan import OP_C, OP_N, OP_T, plan_dot
 from tenferro_cuda.tensor import compact_strides
 
 

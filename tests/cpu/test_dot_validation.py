@@ -1,6 +1,7 @@
 """Dot family validation on the CPU: config dataclasses, shape inference against the
-numpy reference, alpha/beta per dtype, caller outputs (shape, dtype, self-overlap,
-overlap with inputs)."""
+numpy reference, alpha/beta per dtype, caller outputs (shape, dtype, self-overlap; the
+overlap of an output with an input is judged by device memory in the ops:
+test_dot_aliasing.py)."""
 
 from __future__ import annotations
 
@@ -256,18 +257,16 @@ def _host(shape, dtype=np.float32):
 
 def test_check_out_rejects():
     big = _host((4, 8))
-    lhs, rhs = _host((3, 2)), _host((2, 4))
     with pytest.raises(ValidationError) as info:
-        sd.check_out(_host((3, 5)), (3, 4), F32, "op", (lhs, rhs))
+        sd.check_out(_host((3, 5)), (3, 4), F32, "op")
     assert info.value.kind == "shape_mismatch"
     with pytest.raises(ValidationError) as info:
-        sd.check_out(_host((3, 4), np.float64), (3, 4), F32, "op", (lhs, rhs))
+        sd.check_out(_host((3, 4), np.float64), (3, 4), F32, "op")
     assert info.value.kind == "dtype_mismatch"
     with pytest.raises(ValidationError, match="more than once"):
-        sd.check_out(big.view((3, 4), (0, 1)), (3, 4), F32, "op", (lhs, rhs))
-    with pytest.raises(ValidationError, match="overlaps an input"):
-        sd.check_out(big.view((3, 4), (8, 1)), (3, 4), F32, "op", (big[2:, :2], rhs))
-    sd.check_out(big[:3, :4], (3, 4), F32, "op", (big[3:, :2], big[3:, 4:]))
+        sd.check_out(big.view((3, 4), (0, 1)), (3, 4), F32, "op")
+    sd.check_out(big[:3, :4], (3, 4), F32, "op")
+    sd.check_out(big.view((3, 4), (1, 3)), (3, 4), F32, "op")
 
 
 @pytest.mark.parametrize("dtype", [d for d in ALL_DTYPES if d.is_numeric], ids=lambda d: d.value)

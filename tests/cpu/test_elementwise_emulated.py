@@ -15,7 +15,8 @@ from test_elementwise_ref import REF, inputs_for, mismatch, tolerance
 from tenferro_cuda.configs.elementwise import CompareDir, ElementwiseReadOp
 from tenferro_cuda.dtypes import ALL_DTYPES, DType
 from tenferro_cuda.kernels.registry import family
-from tenferro_cuda.ops import elementwise_engine, elementwise_methods
+from tenferro_cuda.ops.elementwise import engine as elementwise_engine
+from tenferro_cuda.ops.elementwise import fast as elementwise_fast
 from tenferro_cuda.runtime import error_code, error_message
 from tenferro_cuda.shapes.elementwise import KINDS
 
@@ -149,8 +150,7 @@ def test_fast_path_reuses_everything(emu, monkeypatch):
     s.add(x, y)
     s.add_into(x, y, out)
     calls = []
-    monkeypatch.setattr(elementwise_engine.ElementwiseEngine, "_ew_run",
-                        lambda *a, **k: calls.append(a))
+    monkeypatch.setattr(elementwise_engine, "run", lambda *a, **k: calls.append(a))
     compiled = len(rt.compiled)
     for _ in range(3):
         z = s.add(x, y)
@@ -175,7 +175,7 @@ def test_misaligned_views_use_the_scalar_path(emu):
 def test_chunked_launches(emu, monkeypatch, shape, build):
     s, dev, rt = emu
     monkeypatch.setattr(elementwise_engine, "CHUNK", 64)
-    monkeypatch.setattr(elementwise_methods, "CHUNK", 64)
+    monkeypatch.setattr(elementwise_fast, "CHUNK", 64)
     rng = np.random.default_rng(4)
     a, b = (rng.standard_normal(shape).astype(np.float32) for _ in range(2))
     before = len(dev.launches)
@@ -222,3 +222,60 @@ def test_elementwise_read_into(emu, rec):
     out = put(s, np.zeros((6, 4), want.dtype))
     assert s.elementwise_read_into(rec, [put(s, a).T for a in arrays], out) is None
     assert mismatch(get(s, out), want, tolerance(key, np.float32)) is None
+
+
+AGREE = [(op, form) for op in ("add", "mul", "sub", "maximum", "neg", "exp", "abs")
+         for form in ("owned", "into", "in_place")
+         if not (op == "exp" and form != "owned")]  # analytic ops have no into form
+
+
+@pytest.mark.parametrize("op,form", AGREE, ids=[f"{o}-{f}" for o, f in AGREE])
+def test_fast_and_general_paths_agree(emu, monkeypatch, op, form):
+    """DESIGN 9: the fast path is the general path with the planning skipped. Run both on
+    the same inputs: the same kernel, geometry and launch head, the same bits."""
+    s, dev, rt = emu
+    kind = KINDS[op]
+    rng = np.random.default_rng(9)
+    data = [rng.standard_normal(257).astype(np.float32) for _ in range(kind.arity)]
+    name = op if form == "owned" else op + "_into"
+
+    def operands():
+        xs = [put(s, a) for a in data]
+        out = None if form == "owned" else xs[0] if form == "in_place" else \
+            put(s, np.zeros(257, np.float32))
+        return xs, out
+
+    def run(path):
+        xs, out = operands()
+        before = len(dev.launches)
+        if path == "general":
+            res = elementwise_engine.run(s._ctx, kind, name, tuple(xs), out)
+        else:
+            res = getattr(s, name)(*xs, *([] if out is None else [out]))
+        return get(s, out if out is not None else res), dev.launches[before:]
+
+    run("fast")  # the first call prepares (general path)
+    general_calls = []
+    real = elementwise_engine.run
+    monkeypatch.setattr(elementwise_engine, "run",
+                        lambda *a, **k: general_calls.append(a) or real(*a, **k))
+    fast_bits, fast_launches = run("fast")
+    assert general_calls == [], "the repeated call did not take the fast path"
+    monkeypatch.setattr(elementwise_engine, "run", real)
+    general_bits, general_launches = run("general")
+    assert fast_bits.tobytes() == general_bits.tobytes()
+    (fpath, fgrid, fblock, fsmem, fargs), = fast_launches
+    (gpath, ggrid, gblock, gsmem, gargs), = general_launches
+    assert (fpath, fgrid, fblock, fsmem) == (gpath, ggrid, gblock, gsmem)
+    assert fargs[4:] == gargs[4:]  # n, flags, error word and code (the pointers differ)
+
+
+def test_sign_keeps_negative_zero(emu):
+    """sign(-0.0) is -0.0 (jax.lax.sign; numpy gives +0.0); sign(+0.0) is +0.0; NaN stays
+    NaN."""
+    s, dev, rt = emu
+    for dt in (np.float16, np.float32, np.float64):
+        x = np.array([-0.0, 0.0, np.nan, -2.0, 3.0], dt)
+        got = get(s, s.sign(put(s, x)))
+        assert list(np.signbit(got)) == [True, False, False, True, False]
+        assert np.isnan(got[2]) and list(got[[0, 1, 3, 4]]) == [0, 0, -1, 1]

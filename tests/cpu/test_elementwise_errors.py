@@ -8,6 +8,7 @@ import threading
 
 import numpy as np
 import pytest
+from reference.fake_context import FakeBuffer, _Home
 from test_elementwise_emu import emulated_session, get, put
 
 from tenferro_cuda.configs.elementwise import CompareDir, ElementwiseReadOp
@@ -18,7 +19,6 @@ from tenferro_cuda.errors import (
     UnsupportedDTypeError,
     ValidationError,
 )
-from tenferro_cuda.memory import DeviceBuffer
 from tenferro_cuda.tensor import Tensor
 
 D = DType
@@ -62,8 +62,10 @@ def _operands(s, op, dtype=D.FLOAT32, shape=(3, 4)):
 
 
 def _foreign(s, like):
-    buf = DeviceBuffer(s._rt.pool.mem.alloc(like.nbytes), like.nbytes, None, s._state.stream,
-                       999, 0)
+    """A tensor of another execution context (another runtime or thread)."""
+    other = _Home(s._ctx.memory)
+    buf = FakeBuffer(s._ctx.memory.alloc(like.nbytes), like.nbytes, other)
+    buf.domain = 999
     return Tensor._make(like.dtype, like.shape, buffer=buf)
 
 
@@ -90,10 +92,10 @@ def _break(s, op, err, xs, out):
         xs[:] = _operands(s, op, bad)
         if op == "select":
             xs[0] = put(s, np.ones((3, 4), np.int8))
-    elif err == "overlap":
+    elif err == "overlap":  # the input's memory, read in another order: not in place
         if op == "compare":  # the output is bool: compare bool operands
             xs[:] = [put(s, np.ones((3, 4), bool)) for _ in xs]
-        out = xs[k]
+        out = xs[k].view((3, 4), (1, 3))
     elif err == "out_shape":
         out = put(s, np.zeros((4, 3), out.dtype.numpy))
     elif err == "out_dtype":
@@ -121,14 +123,14 @@ def test_error(emu, op, form, err):
     out = put(s, np.full((3, 4), 7, out_dtype.numpy))
     xs, out = _break(s, op, err, xs, out)
     before = get(s, out) if isinstance(out, Tensor) and out.is_device else None
-    launches, allocs = len(dev.launches), rt.pool.allocs
+    launches, allocs = len(dev.launches), rt.allocs
     exc, kind, _, _ = ERRORS[err]
     with pytest.raises(exc) as info:
         _call(s, op, form, xs, out)
     if kind is not None:
         assert info.value.kind == kind
     assert info.value.op == op + form
-    assert len(dev.launches) == launches and rt.pool.allocs == allocs
+    assert len(dev.launches) == launches and rt.allocs == allocs
     if before is not None:
         s._scope.alive = True
         assert np.array_equal(get(s, out), before)
@@ -201,10 +203,10 @@ def test_cast_bad_target(emu, to):
 def test_convert_rejects_lossy(emu, src, dst):
     s, dev, rt = emu
     x = put(s, np.ones(4, src.numpy))
-    allocs = rt.pool.allocs
+    allocs = rt.allocs
     with pytest.raises(UnsupportedDTypeConversionError) as info:
         s.convert(x, dst)
-    assert info.value.op == "convert" and not dev.launches and rt.pool.allocs == allocs
+    assert info.value.op == "convert" and not dev.launches and rt.allocs == allocs
 
 
 def test_convert_host_tensor_is_residency_error(emu):
@@ -219,4 +221,41 @@ def test_out_with_stride_zero(emu):
     base = put(s, np.zeros(4, np.float32))
     with pytest.raises(ValidationError):
         s.add_into(x, y, base.view((4,), (0,), 1))
+    assert not dev.launches
+
+
+@pytest.mark.parametrize("op", ["add", "mul", "neg", "select", "clamp"])
+def test_in_place_exact_view_is_allowed(emu, op):
+    """DESIGN 9: an elementwise output may be exactly an input (in place)."""
+    s, dev, rt = emu
+    xs = _operands(s, op)
+    k = len(xs) - 1
+    want = get(s, _call(s, op, "", xs, None))
+    _call(s, op, "_into", xs, xs[k])
+    assert np.array_equal(get(s, xs[k]), want)
+
+
+def test_in_place_through_another_tensor_object(emu):
+    """The same memory under a second Tensor object is the same view: allowed in place;
+    a shifted view of it is not."""
+    s, dev, rt = emu
+    x, y = _operands(s, "add")
+    twin = Tensor._make(x.dtype, x.shape, buffer=x.buffer)
+    want = get(s, s.add(x, y))
+    s.add_into(x, y, twin)
+    assert np.array_equal(get(s, x), want)
+    base = put(s, np.zeros(13, np.float32))
+    a = base.view((3, 4), (4, 1), 0)
+    shifted = base.view((3, 4), (4, 1), 1)
+    with pytest.raises(ValidationError):
+        s.add_into(a, y, shifted)
+
+
+def test_in_place_with_another_dtype_is_rejected(emu):
+    """Same bytes, other dtype (uint8 input, bool output of compare): not the same view."""
+    s, dev, rt = emu
+    x, y = (put(s, np.ones((3, 4), np.uint8)) for _ in range(2))
+    out = Tensor._make(D.BOOL, x.shape, buffer=x.buffer)
+    with pytest.raises(ValidationError):
+        s.compare_into(x, y, CompareDir.EQ, out)
     assert not dev.launches

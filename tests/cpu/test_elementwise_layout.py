@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from tenferro_cuda.errors import ValidationError
-from tenferro_cuda.ops.elementwise_layout import chunks, plan, tile_bytes, tiled_grid
+from tenferro_cuda.ops.elementwise.layout import chunks, plan, tile_bytes, tiled_grid
 from tenferro_cuda.tensor import compact_strides
 
 

@@ -12,9 +12,8 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_elementwise_emu import get, put
 from test_elementwise_ref import mismatch
-from test_fusion_emu import fusion_session
+from test_fusion_emu import fusion_session, get, put
 from test_fusion_plans import PLAN_CASES, PLAN_IDS, PLANS, make_inputs, random_plans, unfused
 
 from tenferro_cuda.configs.fusion import ElementwiseFusionPlan, FusionInstruction
@@ -44,7 +43,7 @@ def check_same(s, fused, want) -> None:
 
 @pytest.mark.parametrize("name,dtype", PLAN_CASES, ids=PLAN_IDS)
 def test_named_plans(emu, name, dtype):
-    s, fdev, dev, rt = emu
+    s, fdev, dev, ctx = emu
     plan = PLANS[name]
     arrays = make_inputs(3, [dtype] * plan.num_inputs, (7, 9))
     if name in ("div_rem", "pow") and dtype.is_integer:  # stay in the defined domain
@@ -74,7 +73,7 @@ VIEWS = {
 @given(case=random_plans(), views=st.lists(st.sampled_from(list(VIEWS)), min_size=3,
                                            max_size=3), seed=st.integers(0, 1 << 30))
 def test_random_plans_match_unfused(emu, case, views, seed):
-    s, fdev, dev, rt = emu
+    s, fdev, dev, ctx = emu
     plan, dtypes = case
     scalar = [k for k in range(plan.num_inputs) if views[k] == "scalar"]
     arrays = make_inputs(seed, dtypes, (5, 6), scalar)
@@ -107,7 +106,7 @@ BROADCASTS = {
 
 @pytest.mark.parametrize("name", list(BROADCASTS))
 def test_broadcast_views(emu, name):
-    s, fdev, dev, rt = emu
+    s, fdev, dev, ctx = emu
     shape, bs, dims, path = BROADCASTS[name]
     x = np.arange(np.prod(shape), dtype=np.float32).reshape(shape)
     b = np.arange(np.prod(bs), dtype=np.float32).reshape(bs) * 0.5 + 1
@@ -119,34 +118,33 @@ def test_broadcast_views(emu, name):
     assert np.array_equal(get(s, got[0]), x + b.reshape(expanded))
     assert fdev.launches[-1][0] == path
     if path == "contig":
-        assert "s1 = *p1" in rt.sources[-1][0]  # read once per thread
+        assert "s1 = *p1" in ctx.sources[-1][0]  # read once per thread
 
 
 def test_hot_path_reuses_everything(emu, monkeypatch):
-    s, fdev, dev, rt = emu
+    s, fdev, dev, ctx = emu
     plan = PLANS["exp_mul_add"]
     a, b = put(s, np.full(64, 0.5, np.float32)), put(s, np.full(64, 2, np.float32))
     s.execute_elementwise_fusion([a, b], plan)
     calls = []
-    general = fusion_ops.FusionOps._fusion_general
-    monkeypatch.setattr(fusion_ops.FusionOps, "_fusion_general",
-                        lambda *args: calls.append(1) or general(*args))
-    sources = len(rt.sources)
+    general = fusion_ops.general
+    monkeypatch.setattr(fusion_ops, "general", lambda *args: calls.append(1) or general(*args))
+    sources = len(ctx.sources)
     for _ in range(3):
         out, = s.execute_elementwise_fusion((a, b), plan)
     twin = P(2, list(plan.instructions), plan.outputs)  # an equal plan object
     out2, = s.execute_elementwise_fusion([a, b], twin)
-    assert calls == [] and len(rt.sources) == sources
+    assert calls == [] and len(ctx.sources) == sources
     want = np.float32(np.exp(np.float32(0.5))) * np.float32(2) + np.float32(0.5)
     assert np.array_equal(get(s, out), np.full(64, want, np.float32))
     assert np.array_equal(get(s, out2), get(s, out))
     s.execute_elementwise_fusion([a[1:], b[1:]], plan)  # a view: the general path, same kernel
     s.execute_elementwise_fusion([a, put(s, np.array(2, np.float32))], plan)  # new class
-    assert len(calls) == 2 and len(rt.sources) == sources + 1
+    assert len(calls) == 2 and len(ctx.sources) == sources + 1
 
 
 def test_misaligned_views_use_the_element_path(emu):
-    s, fdev, dev, rt = emu
+    s, fdev, dev, ctx = emu
     a = np.arange(40, dtype=np.float32)
     got = s.execute_elementwise_fusion([put(s, a)[1:36], put(s, a)[3:38]], _plan_add())
     assert np.array_equal(get(s, got[0]), a[1:36] + a[3:38])
@@ -156,7 +154,7 @@ def test_misaligned_views_use_the_element_path(emu):
 @pytest.mark.parametrize("build", [lambda t: t, lambda t: t.T, lambda t: t[:, ::-1]],
                          ids=["contig", "transposed", "reversed"])
 def test_chunked_launches(emu, monkeypatch, build):
-    s, fdev, dev, rt = emu
+    s, fdev, dev, ctx = emu
     monkeypatch.setattr(fusion_ops, "CHUNK", 64)
     a = np.random.default_rng(4).standard_normal((20, 30)).astype(np.float32)
     before = len(fdev.launches)
@@ -170,7 +168,7 @@ def test_chunked_launches(emu, monkeypatch, build):
 
 
 def test_rank0_inputs_and_outputs(emu):
-    s, fdev, dev, rt = emu
+    s, fdev, dev, ctx = emu
     plan = P(2, [Ins("mul", (0, 1)), Ins("neg", (2,))], (3, 2))
     x, y = put(s, np.array(3, np.int32)), put(s, np.array(-5, np.int32))
     got = s.execute_elementwise_fusion([x, y], plan)
@@ -180,23 +178,23 @@ def test_rank0_inputs_and_outputs(emu):
 
 
 def test_empty_inputs_launch_nothing(emu):
-    s, fdev, dev, rt = emu
+    s, fdev, dev, ctx = emu
     x = put(s, np.zeros((0, 3), np.float32))
     before = len(fdev.launches)
     got = s.execute_elementwise_fusion([x, x], PLANS["exp_mul_add"])
     assert [t.shape for t in got] == [(0, 3)] and len(fdev.launches) == before
-    assert rt.sources == []
+    assert ctx.sources == []
 
 
 @pytest.mark.parametrize("cplx", [D.COMPLEX64, D.COMPLEX128])
 @pytest.mark.parametrize("op", ["add", "sub", "mul", "div", "pow"])
 def test_real_scalar_meets_complex(emu, op, cplx):
-    s, fdev, dev, rt = emu
+    s, fdev, dev, ctx = emu
     z = make_inputs(8, [cplx], (4, 5))[0]
     xs = [put(s, z), put(s, np.array(1.5, cplx.real.numpy))]
     plan = P(2, [Ins(op, (1, 0)), Ins("mul", (2, 0))], (3,))
     check_same(s, s.execute_elementwise_fusion(xs, plan), unfused(s, plan, xs))
-    assert "c2_0 = tf::CastOp<" in rt.sources[-1][0]
+    assert "c2_0 = tf::CastOp<" in ctx.sources[-1][0]
 
 
 @pytest.mark.parametrize("op,dtype,b,reason", [
@@ -205,7 +203,7 @@ def test_real_scalar_meets_complex(emu, op, cplx):
     ("pow", D.INT64, [1, -1, 2], "negative integer exponent"),
 ], ids=["div", "rem", "pow"])
 def test_deferred_errors(emu, op, dtype, b, reason):
-    s, fdev, dev, rt = emu
+    s, fdev, dev, ctx = emu
     plan = P(2, [Ins(op, (0, 1)), Ins("add", (2, 0))], (3,))
     x, y = put(s, np.array([7, 8, 9], dtype.numpy)), put(s, np.array(b, dtype.numpy))
     out, = s.execute_elementwise_fusion([x, y], plan)
@@ -218,16 +216,16 @@ def test_deferred_errors(emu, op, dtype, b, reason):
 
 
 def test_infallible_plans_pass_no_error_word(emu):
-    s, fdev, dev, rt = emu
+    s, fdev, dev, ctx = emu
     x = put(s, np.ones(3, np.float32))
     s.execute_elementwise_fusion([x, x], P(2, [Ins("div", (0, 1))], (2,)))
     assert fdev.launches[-1][2]["err"] == 0
 
 
 def test_dead_instructions_do_not_run(emu):
-    s, fdev, dev, rt = emu
+    s, fdev, dev, ctx = emu
     x, z = put(s, np.arange(4, dtype=np.int32)), put(s, np.zeros(4, np.int32))
     plan = P(2, [Ins("div", (0, 1)), Ins("add", (0, 0))], (3,))  # v2 (x / 0) is dead
     out, = s.execute_elementwise_fusion([x, z], plan)
     assert np.array_equal(get(s, out), 2 * np.arange(4)) and dev.err_code() == 0
-    assert "DivOp" not in rt.sources[-1][0] and "p1" not in rt.sources[-1][0]
+    assert "DivOp" not in ctx.sources[-1][0] and "p1" not in ctx.sources[-1][0]

@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from test_elementwise_emu import get, put
-from test_fusion_emu import fusion_session
+from test_fusion_emu import fusion_session, get, put
 from test_fusion_plans import PLANS
 
 from tenferro_cuda.configs.fusion import ElementwiseFusionPlan, FusionInstruction
@@ -59,12 +58,12 @@ DECLINED = {
 
 @pytest.mark.parametrize("name", list(DECLINED))
 def test_declined_plans_return_none_and_do_nothing(emu, name):
-    s, fdev, dev, rt = emu
+    s, fdev, dev, ctx = emu
     plan, builders = DECLINED[name]
     inputs = [b(s) for b in builders]
-    allocs, launches = rt.pool.allocs, len(fdev.launches)
+    allocs, launches = ctx.allocs, len(fdev.launches)
     assert s.execute_elementwise_fusion(inputs, plan) is None
-    assert rt.pool.allocs == allocs and len(fdev.launches) == launches and rt.sources == []
+    assert ctx.allocs == allocs and len(fdev.launches) == launches and ctx.sources == []
 
 
 def _i32(s, shape=(4,)):
@@ -97,23 +96,23 @@ INVALID = {
 
 def _freed(s):
     t = _f32(s, (4,))
-    t.buffer.freed = True
+    t.buffer.release()
     return t
 
 
 @pytest.mark.parametrize("name", list(INVALID))
 def test_invalid_calls_raise_before_anything_happens(emu, name):
-    s, fdev, dev, rt = emu
+    s, fdev, dev, ctx = emu
     plan, builders, exc, kind, text = INVALID[name]
     inputs = [b(s) for b in builders]
-    allocs, launches = rt.pool.allocs, len(fdev.launches)
+    allocs, launches = ctx.allocs, len(fdev.launches)
     for _ in range(2):  # the second time through the cached entry
         with pytest.raises(exc) as info:
             s.execute_elementwise_fusion(inputs, plan)
         assert text in str(info.value) and info.value.op == "execute_elementwise_fusion"
         if kind:
             assert info.value.kind == kind
-    assert rt.pool.allocs == allocs and len(fdev.launches) == launches and rt.sources == []
+    assert ctx.allocs == allocs and len(fdev.launches) == launches and ctx.sources == []
 
 
 BAD_ARGUMENTS = {
@@ -126,14 +125,14 @@ BAD_ARGUMENTS = {
 
 @pytest.mark.parametrize("name", list(BAD_ARGUMENTS))
 def test_bad_arguments(emu, name):
-    s, fdev, dev, rt = emu
+    s, fdev, dev, ctx = emu
     inputs, plan, text = BAD_ARGUMENTS[name]
     with pytest.raises(ValidationError, match=text):
         s.execute_elementwise_fusion(inputs(s), plan())
 
 
 def test_invalid_after_a_hot_run_still_raises(emu):
-    s, fdev, dev, rt = emu
+    s, fdev, dev, ctx = emu
     plan = PLANS["exp_mul_add"]
     x = _f32(s, (8,))
     s.execute_elementwise_fusion([x, x], plan)  # the hot path is armed
@@ -146,15 +145,15 @@ def test_invalid_after_a_hot_run_still_raises(emu):
 
 
 def test_new_shapes_and_equal_plans_do_not_recompile(emu):
-    s, fdev, dev, rt = emu
+    s, fdev, dev, ctx = emu
     for shape in [(3,), (17, 5), (2, 3, 4, 5), (1000,)]:
         plan = P(2, [Ins("mul", (0, 1)), Ins("add", (2, 0))], (3,))  # a fresh equal object
         a = np.arange(int(np.prod(shape)), dtype=np.float64).reshape(shape)
         got, = s.execute_elementwise_fusion([put(s, a), put(s, a)], plan)
         assert np.array_equal(get(s, got), a * a + a)
-    assert len(rt.sources) == 1
+    assert len(ctx.sources) == 1
     for shape in [(6, 7), (20, 3)]:  # transposed: one strided kernel for every shape
         a = np.arange(int(np.prod(shape)), dtype=np.float64).reshape(shape)
         got, = s.execute_elementwise_fusion([put(s, a).T, put(s, a.T.copy())], plan)
         assert np.array_equal(get(s, got), a.T * a.T + a.T)
-    assert len(rt.sources) == 2
+    assert len(ctx.sources) == 2

@@ -1,5 +1,5 @@
 """Typing a fusion plan over input dtypes (shapes/fusion.py) and walking the inputs'
-layouts (ops/fusion_walk.py): result dtypes, the elementwise dtype rules per instruction
+layouts (ops/fusion/walk.py): result dtypes, the elementwise dtype rules per instruction
 (errors name the instruction), promotion, live values, deferred-error reasons, shape
 rules, declines, layout classes and paths."""
 
@@ -16,7 +16,7 @@ from tenferro_cuda.errors import (
     ValidationError,
 )
 from tenferro_cuda.fusion_views import broadcast_view
-from tenferro_cuda.ops.fusion_walk import walk
+from tenferro_cuda.ops.fusion.walk import walk
 from tenferro_cuda.shapes.fusion import output_shape, type_plan
 from tenferro_cuda.tensor import Tensor
 

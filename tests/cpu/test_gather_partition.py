@@ -1,4 +1,4 @@
-"""The three-pass scalar gather (ops/gather_partition.py, ptx/gather.cu path (d)): when the
+"""The three-pass scalar gather (ops/indexing/partition.py, ptx/gather.cu path (d)): when the
 plan takes it, its scratch and launch images, and end to end on the kernel emulator with a
 small L2, so that small tables split into many chunks."""
 
@@ -11,13 +11,12 @@ import numpy as np
 import pytest
 
 from tenferro_cuda.configs.indexing import GatherConfig
-from tenferro_cuda.ops import indexing_base, indexing_gather
-from tenferro_cuda.ops.gather_partition import ROWS, chunk_bytes, gather_partition
-from tenferro_cuda.ops.indexing_plan import GatherArgs, compact
+from tenferro_cuda.ops.indexing.partition import ROWS, chunk_bytes, gather_partition
+from tenferro_cuda.ops.indexing.plan import GatherArgs, compact
 from tenferro_cuda.tensor import TensorView
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from reference.emulated_session import EmuSession, FakeDriver  # noqa: E402
+from reference.emulated_session import EmuSession  # noqa: E402
 
 SMS = 132
 L2 = 60 << 20
@@ -89,12 +88,8 @@ def test_negative_strides_shift_the_table_start():
 
 # --- end to end on the emulator ----------------------------------------------------------------
 @pytest.fixture
-def es(monkeypatch):
-    s = EmuSession()
-    s._rt.info.l2_cache_bytes = 3072  # 1 KiB chunks; tables of >= 6 KiB take three passes
-    monkeypatch.setattr(indexing_base, "device", FakeDriver(s.mem))
-    monkeypatch.setattr(indexing_gather, "device", FakeDriver(s.mem))
-    return s
+def es():
+    return EmuSession(l2_cache_bytes=3072)  # 1 KiB chunks; tables of >= 6 KiB: three passes
 
 
 def gather_all_axes(es, x, idx):

@@ -1,18 +1,24 @@
-"""Only _driver.py, _nvrtc.py and _cublas.py may import native bindings (DESIGN §1).
+"""Only the binding modules (_driver.py, _driver_memory.py, _nvrtc.py, _cublas.py) may
+import native bindings (DESIGN 1), and the op families never reach a binding module, not
+even through a re-export (DESIGN 9).
 
 Scans every module of the package with ``ast``: ``import``/``from`` statements and
-string-named dynamic imports (``importlib.import_module``, ``__import__``).
+string-named dynamic imports (``importlib.import_module``, ``__import__``); and imports
+every op module to check what its globals are.
 """
 
 from __future__ import annotations
 
 import ast
+import importlib
+import inspect
+import re
 from pathlib import Path
 
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[2] / "tenferro_cuda"
-ALLOWED = {"_driver.py", "_nvrtc.py", "_cublas.py"}
+ALLOWED = {"_driver.py", "_driver_memory.py", "_nvrtc.py", "_cublas.py"}
 NATIVE_ROOTS = ("cuda", "nvmath")
 SOURCES = sorted(PACKAGE.rglob("*.py"))
 
@@ -77,16 +83,75 @@ def test_scanner(source, native):
     assert bool(native_imports(source)) is native
 
 
-def test_ops_reach_the_driver_only_through_kernels():
-    """DESIGN 1: ops/* validate with shapes/, allocate with memory.py, launch through
-    kernels/ -- they never import _driver (or a native binding) themselves."""
-    offenders = []
-    for path in sorted((PACKAGE / "ops").glob("*.py")):
-        tree = ast.parse(path.read_text())
-        for node in ast.walk(tree):
-            if isinstance(node, ast.ImportFrom) and any(
-                    alias.name in ("_driver", "_nvrtc") for alias in node.names):
-                offenders.append(path.name)
-            if isinstance(node, ast.ImportFrom) and (node.module or "").endswith("_driver"):
-                offenders.append(path.name)
-    assert not offenders, offenders
+BINDINGS = ("tenferro_cuda._driver", "tenferro_cuda._driver_memory", "tenferro_cuda._nvrtc",
+            "tenferro_cuda._cublas", "tenferro_cuda._cublas_lt")
+BINDING_NAME = re.compile(r"\b_(driver|driver_memory|cublas|cublas_lt|nvrtc)\b")
+OPS_SOURCES = sorted((PACKAGE / "ops").rglob("*.py"))
+
+
+def _op_modules() -> list[str]:
+    names = []
+    for path in OPS_SOURCES:
+        rel = path.relative_to(PACKAGE.parent).with_suffix("")
+        parts = list(rel.parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        names.append(".".join(parts))
+    return names
+
+
+def _from_binding(value: object) -> bool:
+    """Whether ``value`` is a binding module or something defined in one."""
+    if inspect.ismodule(value):
+        return value.__name__ in BINDINGS or _is_native(value.__name__)
+    owner = getattr(value, "__self__", None)  # a bound method of a binding object
+    if owner is not None and not inspect.ismodule(owner) and _from_binding(type(owner)):
+        return True
+    module = getattr(value, "__module__", None)
+    if not isinstance(module, str):
+        module = getattr(type(value), "__module__", "")
+    return module in BINDINGS or _is_native(module)
+
+
+@pytest.mark.parametrize("name", _op_modules())
+def test_op_module_globals_hold_no_binding(name):
+    """DESIGN 9: an op family's globals hold no binding module, no function or class of
+    one, and no re-export of one (``raw_launch = _driver._launch`` was such a case)."""
+    module = importlib.import_module(name)
+    leaks = sorted(key for key, value in vars(module).items() if _from_binding(value))
+    assert leaks == [], f"{name} holds binding objects: {leaks}"
+
+
+@pytest.mark.parametrize("path", OPS_SOURCES,
+                         ids=[str(p.relative_to(PACKAGE)) for p in OPS_SOURCES])
+def test_op_sources_never_name_a_binding(path):
+    found = [i + 1 for i, line in enumerate(path.read_text().splitlines())
+             if BINDING_NAME.search(line)]
+    assert found == [], f"{path.relative_to(PACKAGE.parent)} names a binding on lines {found}"
+
+
+def test_globals_check_catches_a_reexport(monkeypatch):
+    """The globals check is not vacuous: a re-exported driver function is caught."""
+    from tenferro_cuda import _driver
+    from tenferro_cuda.ops import storage
+
+    monkeypatch.setattr(storage, "launch", _driver.launch_unchecked, raising=False)
+    assert _from_binding(vars(storage)["launch"])
+    monkeypatch.setattr(storage, "bindings", _driver, raising=False)
+    assert _from_binding(vars(storage)["bindings"])
+
+
+def test_kernels_package_reexports_no_driver_entry_point():
+    """``kernels/`` offers launches only through ``kernels/launch.py``."""
+    import tenferro_cuda.kernels as kernels
+
+    for path in sorted((PACKAGE / "kernels").rglob("*.py")):
+        if path.name == "launch.py":
+            continue
+        rel = path.relative_to(PACKAGE.parent).with_suffix("")
+        parts = [p for p in rel.parts if p != "__init__"]
+        module = importlib.import_module(".".join(parts))
+        leaks = [k for k, v in vars(module).items()
+                 if callable(v) and getattr(v, "__module__", "") == "cuda.bindings.driver"]
+        assert leaks == [], (module.__name__, leaks)
+    assert kernels is not None

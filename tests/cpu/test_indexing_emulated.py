@@ -18,13 +18,12 @@ from hypothesis import strategies as st
 
 from tenferro_cuda import ALL_DTYPES, DType
 from tenferro_cuda.configs.indexing import GatherConfig, PadConfig, ScatterConfig, SliceConfig
-from tenferro_cuda.ops import indexing_base, indexing_gather
 from tenferro_cuda.tensor import TensorView
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from reference import indexing_cases as cases  # noqa: E402
 from reference import stablehlo as ref  # noqa: E402
-from reference.emulated_session import EmuSession, FakeDriver  # noqa: E402
+from reference.emulated_session import EmuSession  # noqa: E402
 from reference.indexing_tables import (  # noqa: E402
     COMBINERS,
     COMBOS,
@@ -35,11 +34,8 @@ from reference.indexing_tables import (  # noqa: E402
 
 
 @pytest.fixture
-def es(monkeypatch):
-    s = EmuSession()
-    monkeypatch.setattr(indexing_base, "device", FakeDriver(s.mem))
-    monkeypatch.setattr(indexing_gather, "device", FakeDriver(s.mem))
-    return s
+def es():
+    return EmuSession()
 
 
 def run_gather(es, operand, indices, cfg, pad=0, idx_pad=0):
@@ -74,10 +70,8 @@ def test_gather_dtypes_and_paths(es, dtype, case_id, shape, indices, cfg, kernel
 def test_gather_random(case, pad, idx_pad):
     shape, indices, cfg = case
     s = EmuSession()
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(indexing_base, "device", FakeDriver(s.mem))
-        x = np.arange(1, math.prod(shape) + 1, dtype=np.int32).reshape(shape)
-        got = run_gather(s, x, indices, cfg, pad, idx_pad)
+    x = np.arange(1, math.prod(shape) + 1, dtype=np.int32).reshape(shape)
+    got = run_gather(s, x, indices, cfg, pad, idx_pad)
     np.testing.assert_array_equal(got, ref.gather(x, indices,
                                                   cases.ns(cfg, cases.GATHER_DEFAULTS)))
 
@@ -159,7 +153,7 @@ def test_large_scatter_add_keeps_lines_then_demotes(es):
     assert demote.expression == "tf::scatter_l2_normal"
     assert demote.args == (add.args[0], 4 * size)
     es.launches.clear()
-    es._rt.info.arch = 75
+    es.ctx.info.arch = 75
     run_scatter(es, np.zeros(size, np.float32), idx[:, None], upd, cfg, "add")
     assert [la.expression for la in es.launches] == ["tf::scatter_add<float>"]
     assert es.launches[0].args[-1] == 0
@@ -196,12 +190,9 @@ def test_scatter_replace_unique_uses_one_store_pass(es):
 def test_scatter_random(case, combiner, pad):
     shape, indices, ushape, cfg = case
     s = EmuSession()
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(indexing_base, "device", FakeDriver(s.mem))
-        mp.setattr(indexing_gather, "device", FakeDriver(s.mem))
-        x = np.arange(math.prod(shape), dtype=np.int32).reshape(shape)
-        upd = (np.arange(math.prod(ushape), dtype=np.int32) * 7 % 23 - 11).reshape(ushape)
-        got = run_scatter(s, x, indices, upd, cfg, combiner, pad)
+    x = np.arange(math.prod(shape), dtype=np.int32).reshape(shape)
+    upd = (np.arange(math.prod(ushape), dtype=np.int32) * 7 % 23 - 11).reshape(ushape)
+    got = run_scatter(s, x, indices, upd, cfg, combiner, pad)
     want = ref.scatter(x, indices, upd, cases.ns(cfg, cases.SCATTER_DEFAULTS), combiner)
     np.testing.assert_array_equal(got, want)
 
@@ -211,49 +202,45 @@ def test_scatter_random(case, combiner, pad):
 @given(st.lists(st.integers(0, 5), max_size=4), st.data(), st.sampled_from([0, 1]))
 def test_slice_reverse_concatenate_random(shape, data, pad):
     s = EmuSession()
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(indexing_base, "device", FakeDriver(s.mem))
-        x = np.arange(math.prod(shape), dtype=np.float16).reshape(shape)
-        t = s.upload(x, pad)
-        starts = [data.draw(st.integers(0, n)) for n in shape]
-        limits = [data.draw(st.integers(a, n)) for a, n in zip(starts, shape)]
-        steps = [data.draw(st.integers(1, 3)) for _ in shape]
-        got = s.download(s.slice(t, SliceConfig(starts, limits, steps)))
-        np.testing.assert_array_equal(got, ref.slice_(x, starts, limits, steps))
-        axes = data.draw(st.lists(st.integers(0, max(len(shape) - 1, 0)), unique=True,
-                                  max_size=len(shape)))
-        np.testing.assert_array_equal(s.download(s.reverse(t, axes)), ref.reverse(x, axes))
-        if shape:
-            ax = data.draw(st.integers(0, len(shape) - 1))
-            y = x * 3
-            got = s.download(s.concatenate([t, s.upload(y), t], ax))
-            np.testing.assert_array_equal(got, ref.concatenate([x, y, x], ax))
+    x = np.arange(math.prod(shape), dtype=np.float16).reshape(shape)
+    t = s.upload(x, pad)
+    starts = [data.draw(st.integers(0, n)) for n in shape]
+    limits = [data.draw(st.integers(a, n)) for a, n in zip(starts, shape)]
+    steps = [data.draw(st.integers(1, 3)) for _ in shape]
+    got = s.download(s.slice(t, SliceConfig(starts, limits, steps)))
+    np.testing.assert_array_equal(got, ref.slice_(x, starts, limits, steps))
+    axes = data.draw(st.lists(st.integers(0, max(len(shape) - 1, 0)), unique=True,
+                              max_size=len(shape)))
+    np.testing.assert_array_equal(s.download(s.reverse(t, axes)), ref.reverse(x, axes))
+    if shape:
+        ax = data.draw(st.integers(0, len(shape) - 1))
+        y = x * 3
+        got = s.download(s.concatenate([t, s.upload(y), t], ax))
+        np.testing.assert_array_equal(got, ref.concatenate([x, y, x], ax))
 
 
 @settings(max_examples=80, deadline=None, derandomize=True)
 @given(st.lists(st.integers(0, 5), max_size=4), st.data(), st.sampled_from([0, 1]))
 def test_dynamic_slices_and_pad_random(shape, data, pad):
     s = EmuSession()
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(indexing_base, "device", FakeDriver(s.mem))
-        x = np.arange(1, math.prod(shape) + 1, dtype=np.float64).reshape(shape)
-        t = s.upload(x, pad)
-        starts = np.array([data.draw(st.integers(-3, n + 3)) for n in shape], np.int64)
-        sizes = [data.draw(st.integers(0, n)) for n in shape]
-        st_t = s.upload(starts.astype(np.int32), pad)
-        got = s.download(s.dynamic_slice(t, st_t, sizes))
-        np.testing.assert_array_equal(got, ref.dynamic_slice(x, starts, sizes))
-        upd = -np.arange(math.prod(sizes), dtype=np.float64).reshape(sizes)
-        got = s.download(s.dynamic_update_slice(t, s.upload(upd, pad), s.upload(starts)))
-        np.testing.assert_array_equal(got, ref.dynamic_update_slice(x, upd, starts))
-        low = [data.draw(st.integers(-2, 2)) for _ in shape]
-        high = [data.draw(st.integers(-2, 2)) for _ in shape]
-        inner = [data.draw(st.integers(0, 2)) for _ in shape]
-        ext = [lo + hi + n + max(n - 1, 0) * it
-               for n, lo, hi, it in zip(shape, low, high, inner)]
-        if all(e >= 0 for e in ext):
-            got = s.download(s.pad(t, PadConfig(low, high, inner), value=-0.5))
-            np.testing.assert_array_equal(got, ref.pad(x, -0.5, low, high, inner))
+    x = np.arange(1, math.prod(shape) + 1, dtype=np.float64).reshape(shape)
+    t = s.upload(x, pad)
+    starts = np.array([data.draw(st.integers(-3, n + 3)) for n in shape], np.int64)
+    sizes = [data.draw(st.integers(0, n)) for n in shape]
+    st_t = s.upload(starts.astype(np.int32), pad)
+    got = s.download(s.dynamic_slice(t, st_t, sizes))
+    np.testing.assert_array_equal(got, ref.dynamic_slice(x, starts, sizes))
+    upd = -np.arange(math.prod(sizes), dtype=np.float64).reshape(sizes)
+    got = s.download(s.dynamic_update_slice(t, s.upload(upd, pad), s.upload(starts)))
+    np.testing.assert_array_equal(got, ref.dynamic_update_slice(x, upd, starts))
+    low = [data.draw(st.integers(-2, 2)) for _ in shape]
+    high = [data.draw(st.integers(-2, 2)) for _ in shape]
+    inner = [data.draw(st.integers(0, 2)) for _ in shape]
+    ext = [lo + hi + n + max(n - 1, 0) * it
+           for n, lo, hi, it in zip(shape, low, high, inner)]
+    if all(e >= 0 for e in ext):
+        got = s.download(s.pad(t, PadConfig(low, high, inner), value=-0.5))
+        np.testing.assert_array_equal(got, ref.pad(x, -0.5, low, high, inner))
 
 
 @pytest.mark.parametrize("dtype", ALL_DTYPES, ids=lambda d: d.value)

@@ -12,8 +12,8 @@ import pytest
 
 from tenferro_cuda.kernels.args import ArgPack
 from tenferro_cuda.kernels.registry import family
-from tenferro_cuda.ops.gather_partition import gather_partition
-from tenferro_cuda.ops.indexing_plan import (
+from tenferro_cuda.ops.indexing.partition import gather_partition
+from tenferro_cuda.ops.indexing.plan import (
     GatherArgs,
     ScatterArgs,
     compact,
@@ -27,7 +27,7 @@ from tenferro_cuda.ops.indexing_plan import (
     scatter_launch,
     scatter_passes,
 )
-from tenferro_cuda.ops.indexing_plan_copy import Dynamic, copy_launch, pad_launch, pad_map
+from tenferro_cuda.ops.indexing.plan_copy import Dynamic, copy_launch, pad_launch, pad_map
 
 SMS = 132
 A = 1 << 20  # an aligned device address

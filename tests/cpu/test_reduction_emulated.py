@@ -1,7 +1,8 @@
 """Reductions end to end on the CPU: the real op code, planner and argument packing with the
 real kernels run by the host emulation of tests/cpu/reduction_emu.py (every op x dtype x
 layout case against numpy; NaN propagation; identities of empty reductions; the call
-cache; the same bits every run). Skipped when no C++17 compiler is present."""
+cache; the same bits every run; skipped when no C++17 compiler is present); validation
+before anything is allocated, residency, and the occupancy model (no compiler needed)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tenferro_cuda.errors import ValidationError
+from tenferro_cuda.errors import RuntimeStateError, ValidationError
+from tenferro_cuda.ops.reduction import resident_blocks
 
 _spec = importlib.util.spec_from_file_location("reduction_emu",
                                                Path(__file__).with_name("reduction_emu.py"))
@@ -73,7 +75,8 @@ def test_every_path_is_taken(s):
     for case in ("all_1d", "cols", "flat_runs", "rows_short", "no_axes"):
         shape, make, axes = CASES[case]
         s.reduce_sum(device_view(s, sample("float32", shape), make)[0], axes)
-    assert {"tf::reduce_rows", "tf::reduce_cols", "tf::strided_copy"} <= set(s.launched)
+    # the copy of the transposed view (no axes) is the storage family's tiled permutation
+    assert {"tf::reduce_rows", "tf::reduce_cols", "tf::permute_tiled"} <= set(s.launched)
 
 
 @pytest.mark.parametrize("kind", ["max", "min"])
@@ -117,3 +120,35 @@ def test_unaligned_buffers(s, dt):
     t = s.up(a, shift=np.dtype(dt).itemsize)  # like an adopted foreign buffer
     for axes in ((0,), (1,), (0, 1)):
         check("sum", s.down(s.reduce_sum(t, axes)), a, axes)
+
+
+# --- no compiler needed: a recording context ---------------------------------------------
+def test_validation_before_any_allocation_or_launch():
+    s = emu.EmuSession()
+    t = s.up(np.ones((3, 4), np.float32))
+    before = s.ctx.home.allocations
+    for op in ("reduce_sum", "reduce_sum_read", "reduce_max_read"):
+        with pytest.raises(ValidationError) as err:
+            getattr(s, op)(t, (2,))
+        assert err.value.op == op
+    with pytest.raises(ValidationError):
+        s.reduce_min(s.up(np.ones((3, 0), np.float32)), (1,))  # nothing to reduce
+    assert s.ctx.home.allocations == before + 1  # the upload above only
+    assert s.launched == []
+
+
+def test_input_of_another_context_is_not_resident():
+    s, other = emu.EmuSession(), emu.EmuSession()
+    with pytest.raises(RuntimeStateError) as err:
+        s.reduce_prod_read(other.up(np.ones(4, np.float32)), (0,))
+    assert err.value.op == "reduce_prod_read"
+    assert s.launched == []
+
+
+@pytest.mark.parametrize("regs,cc,per_sm", [(32, (9, 0), 8), (128, (9, 0), 2),
+                                            (32, (8, 6), 6), (255, (8, 0), 1)])
+def test_resident_blocks_from_registers(regs, cc, per_sm):
+    ctx = emu.EmuContext(multiprocessor_count=5, compute_capability=cc)
+    ctx.registers = regs
+    ctx.runtime.identity.serial = ("occupancy test", regs, cc)  # a device of its own
+    assert resident_blocks(ctx, "reduce", "tf::some_kernel<float>") == per_sm * 5

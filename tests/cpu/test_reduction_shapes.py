@@ -1,6 +1,6 @@
 """Validation and shape inference of the reductions and BLAS-1 ops (shapes/reduction.py):
 result shapes, every rejected input with its exception class and kind, the scalars axpby
-accepts, and the self-overlap test for its output."""
+accepts, and the self-overlap test for its output (exec/aliasing.self_overlapping)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 
 from tenferro_cuda.dtypes import DType
 from tenferro_cuda.errors import UnsupportedDTypeError, ValidationError
-from tenferro_cuda.ops.blas1 import self_overlapping
+from tenferro_cuda.exec.aliasing import self_overlapping
 from tenferro_cuda.shapes import reduction as shp
 
 KINDS = shp.REDUCE_KINDS

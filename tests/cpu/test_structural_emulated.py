@@ -13,18 +13,16 @@ import itertools
 import re
 import shutil
 import subprocess
-import types
 
 import ml_dtypes
 import numpy as np
 import pytest
+from reference.fake_context import FakeContext, FakeSession, HostMemory
 
 from tenferro_cuda.dtypes import as_dtype
-from tenferro_cuda.errors import ValidationError
 from tenferro_cuda.kernels.families.permute import ROW_VECTORS, STORAGE, TILE
 from tenferro_cuda.kernels.registry import INCLUDE_DIR, PTX_DIR
-from tenferro_cuda.ops import structural_copy, transfer
-from tenferro_cuda.ops.structural import StructuralOps
+from tenferro_cuda.ops import structural
 from tenferro_cuda.tensor import Tensor
 
 SHIM = r"""
@@ -115,74 +113,43 @@ def lib(tmp_path_factory):
     return ctypes.CDLL(str(out))
 
 
-class _Buf:
-    def __init__(self, nbytes: int) -> None:
-        self.raw = np.zeros(nbytes + 32, np.uint8)
-        self.ptr = (self.raw.ctypes.data + 15) // 16 * 16
-        self.nbytes, self.freed = nbytes, False
-
-
-class _Pack:
-    def pack(self, *values):
-        return values
-
-
-class EmuSession(StructuralOps):
-    """StructuralOps over host memory; launches run the emulated kernels."""
+class EmuSession(FakeSession):
+    """The structural functions over host memory; launches run the emulated kernels."""
 
     def __init__(self, lib) -> None:
         self.lib = lib
         self.launched: list[str] = []
-        self._state = types.SimpleNamespace(stream=None)
+        super().__init__(FakeContext(HostMemory(16), self._launch, multiprocessor_count=1),
+                         structural.METHODS)
 
-    def _begin(self, op):
-        return self._state
-
-    def _resident(self, t, op, what="input"):
-        if not isinstance(t, (Tensor,)) and not hasattr(t, "base"):
-            raise ValidationError("not a tensor", op=op)
-
-    def _alloc(self, dtype, shape, op):
-        return Tensor._make(dtype, tuple(shape), buffer=_Buf(int(np.prod(shape)) *
-                                                             dtype.itemsize))
-
-    def _fn(self, family, expression):
-        return expression
-
-    def _pack(self, key, codes):
-        return _Pack()
-
-    def _grid(self, n, block=256, per_thread=1):
-        return max(1, min(-(-n // block), 4))
-
-    def _launch(self, fn, grid, block, params, op, shared=0):
-        name, args = re.match(r"tf::(\w+)<(.*)>", fn).groups()
-        args = [a.strip() for a in args.split(",")]
-        size, idx = SIZE[args[0]], args[-1][4:]
-        sym = {"permute_rows": f"rows_{size}_{args[1]}_{idx}",
+    def _launch(self, fn, grid, block, shared, args):
+        name, targs = re.match(r"tf::(\w+)<(.*)>", fn).groups()
+        if name in ("fill", "strided_copy", "scale_inplace"):
+            raise AssertionError(f"unexpected {fn}")
+        targs = [a.strip() for a in targs.split(",")]
+        size, idx = SIZE[targs[0]], targs[-1][4:]
+        sym = {"permute_rows": f"rows_{size}_{targs[1]}_{idx}",
                "permute_tiled": f"tiled_{size}_{idx}", "tri_copy": f"tri_{size}_{idx}"}[name]
-        self.launched.append(name)
-        f = getattr(self.lib, sym)
+        self.__dict__["launched"].append(name)
+        f = getattr(self.__dict__["lib"], sym)
         f.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_uint,
                       ctypes.c_uint]
-        f(params[0], params[1], params[2], grid[0], grid[1])
-
-    def _launch1d(self, fn, blocks, params, op, block=256):
-        self._launch(fn, (blocks, 1, 1), (block, 1, 1), params, op)
+        f(args[0], args[1], args[2], grid[0], grid[1])
 
     def up(self, a: np.ndarray) -> Tensor:
         a = np.ascontiguousarray(a)
-        t = self._alloc(as_dtype(a.dtype), a.shape, "up")
-        ctypes.memmove(t.buffer.ptr, a.ctypes.data, a.nbytes)
+        t = self.ctx.alloc(as_dtype(a.dtype), a.shape, "up")
+        if a.nbytes:
+            ctypes.memmove(t.buffer.ptr, a.ctypes.data, a.nbytes)
         return t
 
     def down(self, t) -> np.ndarray:
         base = t.base
         n = base.size * t.itemsize
-        raw = (ctypes.c_uint8 * max(n, 1)).from_address(base.buffer.ptr)
-        flat = np.frombuffer(raw, np.uint8, n).view(t.dtype.numpy).copy()
         if t.size == 0:
             return np.empty(t.shape, t.dtype.numpy)
+        raw = (ctypes.c_uint8 * max(n, 1)).from_address(base.buffer.ptr)
+        flat = np.frombuffer(raw, np.uint8, n).view(t.dtype.numpy).copy()
         idx = np.full(t.shape, t.offset, dtype=np.int64)
         for axis, (e, st) in enumerate(zip(t.shape, t.strides)):
             sh = [1] * t.ndim
@@ -193,13 +160,7 @@ class EmuSession(StructuralOps):
 
 @pytest.fixture(scope="module")
 def s(lib):
-    fake = types.SimpleNamespace(
-        memcpy_dtod_async=lambda d, s, n, stream, op="": ctypes.memmove(d, s, n),
-        memset_d8_async=lambda d, v, n, stream, op="": ctypes.memset(d, v, n))
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(structural_copy, "device", fake)
-        mp.setattr(transfer, "device", fake)
-        yield EmuSession(lib)
+    return EmuSession(lib)
 
 
 DTYPES = [np.bool_, np.int8, np.float16, ml_dtypes.bfloat16, np.float32, np.int64,

@@ -16,7 +16,7 @@ import pytest
 
 from tenferro_cuda.kernels.families.permute import ROW_VECTORS, TILE
 from tenferro_cuda.kernels.registry import INCLUDE_DIR
-from tenferro_cuda.ops import structural_plan as sp
+from tenferro_cuda.ops.storage import plan as sp
 from tenferro_cuda.tensor import compact_strides
 
 U32, U64 = "tf::u32", "tf::u64"

@@ -1,101 +1,149 @@
 """Test doubles for the dot family's CPU tests (tests/cpu/test_dot_ops.py and
-test_dot_args.py; kept here because tests/gpu is on sys.path): a session whose device work
-is recorded instead of run, fake device buffers, and a stand-in for the cuBLAS bindings."""
+test_dot_args.py; kept here because tests/gpu is on sys.path): an execution context
+(``reference.fake_context.FakeContext``) whose device work is recorded instead of run --
+addresses without memory, every allocation, copy, memset, upload and launch appended to
+``ctx.calls`` -- a recording stand-in for ``exec.blas.Blas``, and a recording stand-in for
+the cuBLAS bindings module (under a real ``Blas``, ``Rec(real_blas=True)``)."""
 
 from __future__ import annotations
 
-import itertools
-from types import SimpleNamespace
+import ctypes
+import math
+from typing import Any
 
 import numpy as np
+from reference.fake_context import FakeContext, FakeSession
 
 from tenferro_cuda.configs.dot import DotGeneralConfig
 from tenferro_cuda.dtypes import DType
-from tenferro_cuda.ops.dot import DotOps
+from tenferro_cuda.exec.blas import Blas
+from tenferro_cuda.ops import dot
 from tenferro_cuda.tensor import Tensor
 
 MM = DotGeneralConfig((1,), (0,))
 BMM = DotGeneralConfig((2,), (1,), (0,), (0,))
-_addresses = itertools.count(0x10000, 0x10000)
+LIVE_BLAS: list = []  # real Blas objects made by Rec contexts (fixtures close them)
 
 
-class FakeBuffer:
-    def __init__(self, nbytes, domain, stream):
-        self.ptr = next(_addresses)
-        self.nbytes, self.domain, self.stream = nbytes, domain, stream
-        self.freed, self.ordinal = False, 0
+class AddressSpace:
+    """Device addresses without memory: each allocation gets its own aligned range."""
+
+    def __init__(self) -> None:
+        self.next = 0x10000
+
+    def alloc(self, nbytes: int) -> int:
+        if nbytes <= 0:
+            return 0
+        ptr = self.next
+        self.next += -(-nbytes // 0x10000) * 0x10000 + 0x10000
+        return ptr
+
+    def copy(self, dst: int, src: int, nbytes: int) -> None:
+        pass
+
+    def memset(self, dst: int, value: int, nbytes: int) -> None:
+        pass
 
 
-class Fake(DotOps):
-    """A session whose device work is recorded instead of run."""
+class _Call:
+    """A bound call of ``RecordingBlas.bind``."""
 
-    def __init__(self, stub_run: bool = True):
-        self._rt = SimpleNamespace(domain=SimpleNamespace(value=7), ordinal=0,
-                                   identity=SimpleNamespace(serial=1),
-                                   info=SimpleNamespace(multiprocessor_count=132))
-        self._state = SimpleNamespace(prepared={}, stream=object())
-        self.calls = []
-        self.stub = stub_run
-        if stub_run:
-            self._dot_run = self._record_run
+    def __init__(self, calls: list, plan: Any, precision: str) -> None:
+        self.calls, self.plan, self.precision = calls, plan, precision
 
-    def _begin(self, op):
-        return self._state
+    def run(self, pa: int, pb: int, pc: int, alpha: Any, beta: Any, op: str) -> None:
+        self.calls.append(("call", self.plan, alpha, beta, self.precision, (pa, pb, pc)))
 
-    def dev(self, shape, dtype=DType.FLOAT32):
-        n = int(np.prod(shape)) * dtype.itemsize
-        return Tensor._make(dtype, tuple(shape), buffer=FakeBuffer(n, 7, self._state.stream))
 
-    def _alloc(self, dtype, shape, op):
+class RecordingBlas:
+    """Stands in for ``exec.blas.Blas``: records gemm, bind (and the bound calls' runs)
+    and grouped calls."""
+
+    def __init__(self, calls: list) -> None:
+        self.calls = calls
+        self.grouped_available = True
+
+    def has_grouped(self) -> bool:
+        return self.grouped_available
+
+    def gemm(self, plan, a, b, c, dtype, alpha, beta, precision, op) -> None:
+        self.calls.append(("gemm", plan, alpha, beta, precision, (a, b, c)))
+
+    def bind(self, plan, dtype, precision) -> _Call:
+        self.calls.append(("bind", plan))
+        return _Call(self.calls, plan, precision)
+
+    def grouped(self, groups, dtype, precision, pointers, op) -> None:
+        self.calls.append(("grouped", groups, dtype, precision, pointers))
+
+
+class Rec(FakeContext):
+    """A context whose device work is recorded in ``calls`` (see the module docstring).
+    ``blas_asked`` counts ``blas(op)`` calls; with ``real_blas`` the first one makes a
+    real ``exec.blas.Blas`` (over whatever cuBLAS module the test installed)."""
+
+    def __init__(self, real_blas: bool = False) -> None:
+        self.calls: list = []
+        super().__init__(AddressSpace(), self._launched)
+        self.real_blas = real_blas
+        self.blas_impl = None if real_blas else RecordingBlas(self.calls)
+        self.blas_asked = 0
+        self.stream = 0
+
+    def dev(self, shape, dtype: DType = DType.FLOAT32) -> Tensor:
+        """A resident device tensor (not recorded)."""
+        buf = self.home.alloc(math.prod(shape) * dtype.itemsize)
+        return Tensor._make(dtype, tuple(shape), buffer=buf)
+
+    def alloc(self, dtype, shape, op):
         self.calls.append(("alloc", tuple(shape)))
-        return self.dev(shape, dtype)
+        return super().alloc(dtype, shape, op)
 
-    def _dot_handle(self, op):
-        self.calls.append(("handle",))
-        return SimpleNamespace(value=0x77)
+    def alloc_bytes(self, nbytes, op):
+        self.calls.append(("alloc_bytes", nbytes))
+        return super().alloc_bytes(nbytes, op)
 
-    def _dot_prepared(self, plan, dtype, precision, op):
-        if not self.stub:
-            return super()._dot_prepared(plan, dtype, precision, op)
-        staged = (plan.lhs_perm, plan.rhs_perm, plan.out_perm) != (None, None, None)
-        if dtype.is_integer or staged or plan.empty or plan.kzero:
-            return None
-        calls = self.calls
+    def copy(self, dst, src, nbytes, op) -> None:
+        self.calls.append(("copy", dst, src, nbytes))
 
-        class Call:
-            def run(self, pa, pb, pc, alpha, beta, op):
-                calls.append(("call", plan, alpha, beta, precision, None))
-        return Call()
+    def memset(self, dst, value, nbytes, op) -> None:
+        self.calls.append(("memset", dst, value, nbytes))
 
-    def _record_run(self, plan, lhs, rhs, out, dtype, alpha, beta, precision, op, temps=None):
-        self.calls.append(("run", plan, alpha, beta, precision, temps))
+    def upload(self, dst, host, nbytes, op) -> None:
+        data = np.frombuffer(ctypes.string_at(host, nbytes), np.int64).copy()
+        self.calls.append(("upload", dst, data))
 
-    def _copy_into(self, src, dst, op):
-        self.calls.append(("copy", src.shape, dst.shape))
+    def _launched(self, fn, grid, block, shared, args) -> None:
+        self.calls.append(("launch", fn, tuple(grid), tuple(block), tuple(args)))
 
-    def _fill(self, out, value, op):
-        self.calls.append(("fill", value))
+    def blas(self, op):
+        self.blas_asked += 1
+        if self.blas_impl is None:
+            self.blas_impl = Blas(self, op)
+            LIVE_BLAS.append(self.blas_impl)
+        return self.blas_impl
 
-    def _scale(self, out, factor, op):
-        self.calls.append(("scale", factor))
 
-    def _fn(self, family, expression):
-        self.calls.append(("fn", family, expression))
-        return "fn"
+def session(ctx: Any) -> Any:
+    """The dot family's functions bound to ``ctx`` under their session method names."""
+    return FakeSession(ctx, dot.METHODS)
 
-    def _launch(self, fn, grid, block, params, op, shared=0):
-        self.calls.append(("launch", grid, block, op))
 
-    def upload_host_tensor(self, array):
-        self.calls.append(("upload", np.array(array)))
-        return self.dev(array.shape, DType.INT64)
+def kinds(calls: list) -> list[str]:
+    return [c[0] for c in calls]
+
+
+def is_copy(call: tuple) -> bool:
+    """A staging copy: a cuMemcpy or a launch of the storage family's copy kernels."""
+    return call[0] == "copy" or (call[0] == "launch" and str(call[1]).startswith(
+        ("tf::permute", "tf::strided_copy")))
 
 
 class FakeLib:
     """Stands in for nvmath.bindings.cublas: records every call."""
 
-    def __init__(self):
-        self.calls = []
+    def __init__(self) -> None:
+        self.calls: list = []
 
     def __getattr__(self, name):
         if name.startswith("__"):
@@ -105,3 +153,10 @@ class FakeLib:
             self.calls.append((name, args))
             return 0x5151 if name == "create" else None
         return fn
+
+
+def close_live_blas() -> None:
+    """Destroy the handles of the real Blas objects made so far (while the fake cuBLAS
+    module is still installed)."""
+    while LIVE_BLAS:
+        LIVE_BLAS.pop().close()

@@ -1,12 +1,14 @@
 """An emulated device for the CPU tier of the elementwise tests (defines no tests).
 
-``emulated_session(monkeypatch)`` builds a real ``CudaExecSession`` whose runtime, pool
-and launches are fakes: memory is host bytearrays at fake device addresses, ``_fn``
-returns the name expression, and each launch is decoded **parameter by parameter at the
-sizes of the kernel's C++ signature** (ptx/elementwise.cu, ptx/cast.cu) and executed with
-the numpy reference. So the host logic (fast paths, plans, layouts, flags, alignment
-claims, grids, shared memory, chunking, error words) runs for real without a GPU, and
-every access is bounds-checked against its allocation.
+``emulated_session(monkeypatch)`` builds a real ``CudaExecSession`` (its facade methods,
+entry checks and scope) over a fake execution context (``tests/reference/fake_context``):
+memory is host bytearrays at fake device addresses, ``function`` returns the name
+expression, the library's own prepared launches pack the parameters, and each launch is
+decoded from the packed block **parameter by parameter at the sizes of the kernel's C++
+signature** (ptx/elementwise.cu, ptx/cast.cu) and executed with the numpy reference. So the
+host logic (fast paths, plans, layouts, flags, alignment claims, grids, shared memory,
+chunking, error words) runs for real without a GPU, and every access is bounds-checked
+against its allocation.
 """
 
 from __future__ import annotations
@@ -17,18 +19,19 @@ import struct
 import threading
 
 import numpy as np
+from reference.fake_context import FakeContext
 from test_cast_ref import cast_ref
 from test_elementwise_ref import REF
 
 from tenferro_cuda.dtypes import ALL_DTYPES, DType
 from tenferro_cuda.errors import ValidationError
-from tenferro_cuda.kernels import device
-from tenferro_cuda.memory import DeviceBuffer
-from tenferro_cuda.ops import elementwise_methods
-from tenferro_cuda.ops.elementwise_engine import operand_dtypes
-from tenferro_cuda.ops.elementwise_layout import tile_bytes
+from tenferro_cuda.exec import entry
+from tenferro_cuda.exec.authority import Scope
+from tenferro_cuda.kernels import launch as launch_mod
+from tenferro_cuda.ops.elementwise.engine import operand_dtypes
+from tenferro_cuda.ops.elementwise.layout import tile_bytes
 from tenferro_cuda.runtime import AllocationDomainId, CudaRuntimeIdentity, error_message
-from tenferro_cuda.session import CudaExecSession, Scope
+from tenferro_cuda.session import CudaExecSession
 from tenferro_cuda.shapes.elementwise import CAST_KINDS, KINDS
 from tenferro_cuda.tensor import Tensor
 
@@ -51,6 +54,19 @@ class Memory:
         self.next += (nbytes + 4095) // 4096 * 4096 + 4096
         return ptr
 
+    def _bytes(self, ptr: int, n: int) -> np.ndarray:
+        arr, i = self.array(ptr, DType.UINT8)
+        assert i + n <= len(arr), "byte range past the allocation"
+        return arr[i: i + n]
+
+    def copy(self, dst: int, src: int, n: int) -> None:
+        if n:
+            self._bytes(dst, n)[:] = self._bytes(src, n)
+
+    def memset(self, dst: int, value: int, n: int) -> None:
+        if n:
+            self._bytes(dst, n)[:] = value
+
     def array(self, ptr: int, dtype: DType) -> tuple[np.ndarray, int]:
         """(the allocation holding ``ptr`` as elements, element index of ``ptr``)."""
         for base, data in self.blocks.items():
@@ -62,53 +78,56 @@ class Memory:
         raise AssertionError(f"pointer {ptr:#x} is in no allocation")
 
 
-class Pool:
-    def __init__(self, mem: Memory, domain: int) -> None:
-        self.mem, self.domain, self.allocs = mem, domain, 0
-
-    def alloc(self, nbytes, stream, op=""):
-        self.allocs += 1
-        ptr = self.mem.alloc(nbytes) if nbytes else 0
-        return DeviceBuffer(ptr, nbytes, None, stream, self.domain, 0)
-
-
-class Info:
-    multiprocessor_count = 132
-
-
 class Runtime:
-    def __init__(self, mem: Memory) -> None:
+    """What the facade and the families ask of the runtime."""
+
+    def __init__(self) -> None:
         self.domain = AllocationDomainId(4242)
         self.identity = CudaRuntimeIdentity(0, "emulated", 4242, 0)
-        self.pool = Pool(mem, self.domain.value)
-        self.info = Info()
         self.closed = False
-        self.context = self.context_id = 1
         self.ordinal = 0
-        self.compiled: list[tuple[str, str]] = []
 
-    def function(self, family, expression, extra_options=()):
+    def check_alive(self, op: str = "") -> None:
+        pass
+
+
+class Context(FakeContext):
+    """The fake execution context: counts allocations, records compiled expressions."""
+
+    def __init__(self, mem: Memory) -> None:
+        super().__init__(mem, None, real_launches=True)
+        self.runtime = Runtime()
+        self.thread = threading.get_ident()
+        self.context = self.context_id = 1
+        self.domain = 4242
+        self.stream = object()
+        self.compiled: list[tuple[str, str]] = []
+        self.registers = 36
+
+    @property
+    def allocs(self) -> int:
+        return self.home.allocations
+
+    def function(self, family, expression):
         self.compiled.append((family, expression))
         return (family, expression)
-
-
-class State:
-    def __init__(self, rt: Runtime) -> None:
-        self.stream = object()
-        self.err_word = rt.pool.alloc(8, self.stream)
-        self.prepared: dict = {}
 
 
 class Device:
     """Decodes and runs launches; ``launches`` records (entry, grid, block, smem, args)."""
 
-    def __init__(self, mem: Memory, state: State) -> None:
-        self.mem, self.state = mem, state
+    def __init__(self, mem: Memory, ctx: Context) -> None:
+        self.mem, self.state = mem, ctx
         self.launches: list[tuple] = []
 
     def err_code(self) -> int:
         arr, i = self.mem.array(self.state.err_word.ptr, DType.INT32)
         return int(arr[i])
+
+    def raw_launch(self, fn, gx, gy, gz, bx, by, bz, shared, stream, params, extra):
+        """``cuLaunchKernel`` as the prepared launches call it."""
+        self.launch(fn, (gx, gy, gz), (bx, by, bz), shared, stream, params)
+        return (0,)
 
     def launch(self, fn, grid, block, smem, stream, params, op=""):
         assert stream is self.state.stream
@@ -202,48 +221,47 @@ class Device:
 
 
 def emulated_session(monkeypatch):
-    """(session, device, runtime) with the fakes installed for this test."""
+    """(session, device, context) with the fakes installed for this test."""
     mem = Memory()
-    rt = Runtime(mem)
-    state = State(rt)
-    dev = Device(mem, state)
-    monkeypatch.setattr("tenferro_cuda._context.ensure_current", lambda ctx, cid: None)
-    monkeypatch.setattr("tenferro_cuda.ops._base._current_id", lambda: rt.context_id)
-    monkeypatch.setattr(device, "launch", dev.launch)
-    monkeypatch.setattr(device, "function_attributes", lambda fn: {"registers": 36})
-
-    def launch3(fn, gx, bx, stream, params, op=""):
-        dev.launch(fn, (gx, 1, 1), (bx, 1, 1), 0, stream, params, op)
-    monkeypatch.setattr(device, "launch3", launch3)
-
-    def raw_launch(fn, gx, gy, gz, bx, by, bz, shared, stream, params, extra):
-        dev.launch(fn, (gx, gy, gz), (bx, by, bz), shared, stream, params, "")
-        return (0,)
-    monkeypatch.setattr(elementwise_methods, "_raw_launch", raw_launch)
+    ctx = Context(mem)
+    dev = Device(mem, ctx)
+    monkeypatch.setitem(entry.SHARED, "_get_current", lambda: (0, ctx.context_id))
+    monkeypatch.setattr(entry.guard, "current_id", lambda: ctx.context_id)
+    monkeypatch.setattr(launch_mod, "_launch", dev.raw_launch)
     s = object.__new__(CudaExecSession)
-    s._rt, s._state, s._thread, s._scope = rt, state, threading.get_ident(), Scope()
+    s._rt, s._ctx, s._scope = ctx.runtime, ctx, Scope("session")
 
     def synchronize():  # the real one's contract: raise the deferred error, clear the word
-        s._begin("synchronize")
+        entry.check(s, "synchronize")
         code = dev.err_code()
         if code:
-            arr, i = mem.array(state.err_word.ptr, DType.INT32)
+            arr, i = mem.array(ctx.err_word.ptr, DType.INT32)
             arr[i] = 0
             raise ValidationError(f"deferred device error: {error_message(code)}",
                                   op=error_message(code).rsplit(" in ", 1)[-1],
                                   kind="device_data")
-    s.synchronize = synchronize
-    return s, dev, rt
+    return _Emulated(s, synchronize), dev, ctx
+
+
+class _Emulated:
+    """The session with ``synchronize`` replaced (the real one reads device memory)."""
+
+    def __init__(self, session: CudaExecSession, synchronize) -> None:
+        self._session, self.synchronize = session, synchronize
+
+    def __getattr__(self, name: str):
+        return getattr(self.__dict__["_session"], name)
 
 
 def put(session, array: np.ndarray) -> Tensor:
     """A device tensor (in emulated memory) holding ``array``."""
     array = np.array(array, order="C")  # (ascontiguousarray would make rank 0 rank 1)
     dtype = DType.of(array.dtype)
-    buf = session._rt.pool.alloc(array.nbytes, session._state.stream)
-    t = Tensor._make(dtype, tuple(array.shape), buffer=buf)
+    ctx = session._ctx
+    t = ctx.alloc(dtype, tuple(array.shape), "put")
+    buf = t.buffer
     if array.nbytes:
-        arr, i = session._rt.pool.mem.array(buf.ptr, dtype)
+        arr, i = ctx.memory.array(buf.ptr, dtype)
         arr[i: i + array.size] = array.reshape(-1)
     return t
 
@@ -252,7 +270,7 @@ def get(session, t) -> np.ndarray:
     """The elements of a device tensor or view (emulated memory) as numpy."""
     if t.size == 0:
         return np.empty(t.shape, t.dtype.numpy)
-    arr, i = session._rt.pool.mem.array(t.base.buffer.ptr, t.dtype)
+    arr, i = session._ctx.memory.array(t.base.buffer.ptr, t.dtype)
     idx = np.full(t.shape, t.offset, np.int64)
     for d, st in enumerate(t.strides):
         idx = idx + (np.arange(t.shape[d]) * st).reshape([-1 if e == d else 1

@@ -46,7 +46,7 @@ def foreign_runtime():
 
 def _foreign(rt2, dtype, shape):
     n = int(np.prod(shape)) * np.dtype(dtype).itemsize
-    buf = rt2.pool.alloc(n, rt2.thread_state().stream)
+    buf = rt2.pool.alloc(n, rt2.exec_context().stream)
     return Tensor._make(tc.DType.of(dtype), tuple(shape), buffer=buf)
 
 

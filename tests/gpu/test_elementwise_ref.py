@@ -144,7 +144,7 @@ def sign(a):
         return ((a > 0).astype(np.int64) - (a < 0)).astype(a.dtype), False
     x = _wide(a)
     with np.errstate(invalid="ignore"):
-        r = np.where(x > 0, 1, np.where(x < 0, -1, np.where(x == 0, 0, x)))
+        r = np.where(x > 0, 1, np.where(x < 0, -1, x))  # +-0 and NaN as given (jax.lax)
     return r.astype(a.dtype), False
 
 

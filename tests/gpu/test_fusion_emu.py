@@ -1,14 +1,19 @@
 """An emulated device for the CPU tier of the fusion tests (defines no tests).
 
-``fusion_session(monkeypatch)`` is the elementwise tests' emulated session
-(test_elementwise_emu.py) that also runs **generated** kernels: ``function_from_source``
-keeps the source, and a launch is decoded **parameter by parameter from the generated C
-signature** (so ArgPack codes that disagree with it read garbage), then executed by
-interpreting the generated body line by line with the numpy reference of each functor.
-The interpreter checks that every functor gets operands of the dtypes its C++ signature
-declares (C++ would convert silently), that float values pass a contraction fence, the
-alignment the host claims for the vector path, and every access against its allocation.
-Unfused ops in the same session run on the elementwise emulator.
+``fusion_session(monkeypatch)`` runs the fusion family (and, for the unfused comparisons,
+the elementwise and analytic families) unchanged over a fake execution context
+(``tests/reference/fake_context``, with the library's own ``PreparedLaunch`` objects):
+memory is host bytearrays at fake device addresses, every access bounds-checked against
+its allocation; ``source_function`` keeps the generated source; every launch reaches
+``kernels.launch._launch`` (patched) with the packed parameter block exactly as
+``cuLaunchKernel`` would get it. A fused launch is decoded **parameter by parameter from the
+generated C signature** (so argument codes that disagree with it read garbage), then
+executed by interpreting the generated body line by line with the numpy reference of each
+functor. The interpreter checks that every functor gets operands of the dtypes its C++
+signature declares (C++ would convert silently), that float values pass a contraction
+fence, the alignment the host claims for the vector path, and every access against its
+allocation. Unfused launches (``tf::ew_*``/``tf::cast_*``) are decoded at the sizes of
+their C++ signatures (ptx/elementwise.cu, ptx/cast.cu) and run with the same reference.
 """
 
 from __future__ import annotations
@@ -18,18 +23,88 @@ import re
 import struct
 
 import numpy as np
+from reference.fake_context import FakeContext, FakeSession
 from test_cast_ref import cast_ref
-from test_elementwise_emu import CTYPES, FUNCTORS, LAYOUT, emulated_session
 from test_elementwise_ref import REF
 
-from tenferro_cuda.dtypes import DType
-from tenferro_cuda.kernels import device
-from tenferro_cuda.ops.elementwise_engine import operand_dtypes
+from tenferro_cuda.dtypes import ALL_DTYPES, DType
+from tenferro_cuda.errors import ValidationError
+from tenferro_cuda.kernels import launch as launch_mod
+from tenferro_cuda.ops import analytic, elementwise, fusion
+from tenferro_cuda.ops.elementwise.engine import operand_dtypes
+from tenferro_cuda.ops.elementwise.layout import tile_bytes
+from tenferro_cuda.runtime import error_message
+from tenferro_cuda.shapes.elementwise import CAST_KINDS, KINDS
+from tenferro_cuda.tensor import Tensor
 
+LAYOUT = struct.Struct("<8q8qqii")
 SIZES = {"P": 8, "L": LAYOUT.size, "I": 4, "i": 4}
+UNPACK = {"P": "<Q", "I": "<I", "i": "<i"}
+EW_CODES = {"contig": "PPPPIiPi", "strided": "PLPLPLPLIiPi"}
+FUNCTORS = {k.functor: k for k in (*KINDS.values(), *CAST_KINDS.values())}
+CTYPES = {d.ctype: d for d in ALL_DTYPES}
+EW_EXPR = re.compile(r"tf::(\w+)_(contig|strided)<(.+), ([^,]+)>$")
 _CALL = re.compile(r"^(tf::\w+(?:<.+?>)?)::apply<(.+?)>\((.*)\)$")
 _VALUE = re.compile(r"^  (.+?) ([vc][\d_]+) = (.+);$", re.M)
 _RESULT = re.compile(r"^  r(\d+) = v(\d+);$", re.M)
+CAP = 132 * 6  # multiprocessors x resident blocks of a 36-register kernel
+
+
+class Memory:
+    """Host bytearrays at fake device addresses (4 KiB aligned, with gaps between)."""
+
+    def __init__(self) -> None:
+        self.blocks: dict[int, bytearray] = {}
+        self.next = 1 << 32
+
+    def alloc(self, nbytes: int) -> int:
+        if nbytes <= 0:
+            return 0
+        ptr = self.next
+        self.blocks[ptr] = bytearray(nbytes)
+        self.next += (nbytes + 4095) // 4096 * 4096 + 4096
+        return ptr
+
+    def array(self, ptr: int, dtype: DType) -> tuple[np.ndarray, int]:
+        """(the allocation holding ``ptr`` as elements, element index of ``ptr``)."""
+        for base, data in self.blocks.items():
+            if base <= ptr < base + len(data):
+                off = ptr - base
+                assert off % dtype.itemsize == 0, "misaligned element pointer"
+                return np.frombuffer(data, dtype.numpy)[: len(data) // dtype.itemsize], \
+                    off // dtype.itemsize
+        raise AssertionError(f"pointer {ptr:#x} is in no allocation")
+
+    def _bytes(self, ptr: int, n: int) -> np.ndarray:
+        arr, i = self.array(ptr, DType.UINT8)
+        assert i + n <= len(arr), "byte range past the allocation"
+        return arr[i: i + n]
+
+    def copy(self, dst: int, src: int, n: int) -> None:
+        if n:
+            self._bytes(dst, n)[:] = self._bytes(src, n)
+
+    def memset(self, dst: int, value: int, n: int) -> None:
+        if n:
+            self._bytes(dst, n)[:] = value
+
+
+class Context(FakeContext):
+    """The fake context: real prepared launches, generated sources recorded."""
+
+    def __init__(self, mem: Memory) -> None:
+        super().__init__(mem, None, real_launches=True)
+        self.stream = object()
+        self.registers = 36
+        self.sources: list[tuple[str, str, str]] = []
+
+    @property
+    def allocs(self) -> int:
+        return self.home.allocations
+
+    def source_function(self, source, name, expression, options=(), op=""):
+        self.sources.append((source, name, expression))
+        return Kernel(source, expression)
 
 
 def _split(args: str) -> list[str]:
@@ -50,6 +125,28 @@ def _ptr_dtype(decl: str) -> DType:
     return CTYPES[decl.replace("const ", "").split("*")[0].strip()]
 
 
+def decode(codes, params: int) -> list:
+    """The parameters of a ``void*[]`` block, read at the sizes of ``codes``."""
+    ptrs = (ctypes.c_void_p * len(codes)).from_address(params)
+    out = []
+    for code, p in zip(codes, ptrs):
+        raw = ctypes.string_at(p, SIZES[code])
+        if code == "L":
+            v = LAYOUT.unpack(raw)  # shape[8], stride[8], offset, ndim, pad
+            out.append((v[: v[17]], v[8: 8 + v[17]], v[16]))
+        else:
+            out.append(struct.unpack(UNPACK[code], raw)[0])
+    return out
+
+
+def _indices(shape, strides, offset) -> np.ndarray:
+    idx = np.full(shape, offset, np.int64)
+    for d, st in enumerate(strides):
+        idx = idx + (np.arange(shape[d]) * st).reshape(
+            [-1 if e == d else 1 for e in range(len(shape))])
+    return idx.reshape(-1)
+
+
 class Kernel:
     """A generated source, parsed once: signature, slots, body."""
 
@@ -63,6 +160,7 @@ class Kernel:
             code = ("L" if decl.startswith("tf::Layout") else "P" if "*" in decl
                     else "I" if decl.startswith("tf::u32") else "i")
             self.params.append((code, name, _ptr_dtype(decl) if code == "P" else None))
+        self.codes = "".join(code for code, _, _ in self.params)
         start = source.index("void body(") + 10
         head = source[start: source.index(") {", start)]
         ins = [p for p in head.split(", ") if p.startswith("const ") and " v" in p]
@@ -90,20 +188,12 @@ class Kernel:
 class FusionDevice:
     """Runs generated kernels; records (path, grid, args dict) in ``launches``."""
 
-    def __init__(self, mem, state, cap: int) -> None:
-        self.mem, self.state, self.cap = mem, state, cap
+    def __init__(self, mem: Memory, ctx: Context, cap: int) -> None:
+        self.mem, self.state, self.cap = mem, ctx, cap
         self.launches: list[tuple] = []
 
     def launch(self, kernel: Kernel, grid, block, smem, params) -> None:
-        ptrs = (ctypes.c_void_p * len(kernel.params)).from_address(params)
-        args = {}
-        for (code, name, _), p in zip(kernel.params, ptrs):
-            raw = ctypes.string_at(p, SIZES[code])
-            if code == "L":
-                v = LAYOUT.unpack(raw)
-                args[name] = (v[: v[17]], v[8: 8 + v[17]], v[16])
-            else:
-                args[name] = struct.unpack({"P": "<Q", "I": "<I", "i": "<i"}[code], raw)[0]
+        args = dict(zip((name for _, name, _ in kernel.params), decode(kernel.codes, params)))
         self.launches.append((kernel.path, tuple(grid), args))
         n = args["n"]
         assert block == (256, 1, 1) and smem == 0 and grid[1:] == (1, 1)
@@ -137,11 +227,7 @@ class FusionDevice:
         shape = args[f"l{first}"][0]
         lshape, lstrides, loff = args[f"l{k}"]
         assert lshape == shape and n == int(np.prod(shape)) and i == 0
-        idx = np.full(shape, loff, np.int64)
-        for d, st in enumerate(lstrides):
-            idx = idx + (np.arange(shape[d]) * st).reshape(
-                [-1 if e == d else 1 for e in range(len(shape))])
-        idx = idx.reshape(-1)
+        idx = _indices(shape, lstrides, loff)
         assert idx.size == 0 or (idx.min() >= 0 and idx.max() < len(arr)), "strided OOB"
         return arr[idx].copy()
 
@@ -170,30 +256,125 @@ class FusionDevice:
         return np.asarray(result)
 
 
-def fusion_session(monkeypatch):
-    """(session, fusion device, elementwise device, runtime) on the emulated device."""
-    s, dev, rt = emulated_session(monkeypatch)
-    fdev = FusionDevice(dev.mem, dev.state, 132 * 6)
-    sources: list[tuple[str, str, str]] = []
+class Device:
+    """Runs the unfused elementwise/cast kernels; ``launches``: (path, grid, args)."""
 
-    def function_from_source(source, name, expression, extra_options=(), op=""):
-        sources.append((source, name, expression))
-        return Kernel(source, expression)
-    rt.function_from_source = function_from_source
-    rt.sources = sources
-    ew_launch = dev.launch
+    def __init__(self, mem: Memory, ctx: Context) -> None:
+        self.mem, self.state = mem, ctx
+        self.launches: list[tuple] = []
 
-    def launch(fn, grid, block, smem, stream, params, op=""):
-        if isinstance(fn, Kernel):
-            assert stream is dev.state.stream
-            fdev.launch(fn, grid, block, smem, params)
+    def err_code(self) -> int:
+        arr, i = self.mem.array(self.state.err_word.ptr, DType.INT32)
+        return int(arr[i])
+
+    def launch(self, expr: str, grid, block, smem, params) -> None:
+        _, path, functor, ctype = EW_EXPR.match(expr).groups()
+        kind, primary = FUNCTORS[functor], CTYPES[ctype]
+        args = decode(EW_CODES[path], params)
+        self.launches.append((path, tuple(grid), args))
+        assert all(g >= 1 for g in grid) and block == (256, 1, 1)
+        err, code = args[-2], args[-1]
+        assert (err != 0) == bool(kind.error_reason(primary))
+        assert err == 0 or err == self.state.err_word.ptr
+        dts = (kind.out_dtype(primary), *operand_dtypes(kind, primary))
+        if path == "contig":
+            out, n, flags = args[0], args[4], args[5]
+            assert grid[1:] == (1, 1) and smem == 0 and 0 < n < 1 << 31
+            vals = []
+            for k, (p, d) in enumerate(zip(args[1:4], dts[1:])):
+                arr, i = self.mem.array(p, d)
+                if flags & (1 << k):
+                    vals.append(np.repeat(arr[i: i + 1].copy(), n))
+                else:
+                    assert i + n <= len(arr), "contiguous read past the allocation"
+                    assert not flags & 8 or p % 16 == 0, "vector path with a misaligned input"
+                    vals.append(arr[i: i + n].copy())
+            oarr, oi = self.mem.array(out, dts[0])
+            assert oi + n <= len(oarr) and (not flags & 8 or out % 16 == 0)
+            targets = (oarr, np.arange(oi, oi + n))
         else:
-            ew_launch(fn, grid, block, smem, stream, params, op)
-    dev.launch = launch
-    monkeypatch.setattr(device, "launch", launch)
+            lays, ptrs, mode = args[1:8:2], args[0:8:2], args[9]
+            shape = lays[0][0]
+            if mode & 1:
+                staged = [k for k in range(3) if mode & (2 << k)]
+                assert len(shape) == 3 and staged
+                assert smem == sum(tile_bytes(dts[k + 1].itemsize) for k in staged)
+            else:
+                assert grid[1:] == (1, 1) and smem == 0 and args[8] == int(np.prod(shape))
+            arrays, offs = [], []
+            for (lshape, lstrides, loff), p, d in zip(lays, ptrs, dts):
+                assert lshape == shape
+                arr = self.mem.array(p, d)[0]
+                off = _indices(shape, lstrides, loff)
+                assert off.size == 0 or (off.min() >= 0 and off.max() < len(arr)), "OOB"
+                arrays.append(arr)
+                offs.append(off)
+            assert len(np.unique(offs[0])) == offs[0].size, "output element written twice"
+            vals = [arr[o] for arr, o in zip(arrays[1:], offs[1:])]
+            targets = (arrays[0], offs[0])
+        if kind.family == "cast":
+            res, failed = cast_ref(vals[0], kind.to.numpy), False
+        else:
+            res, failed = REF[kind.key](*vals)
+        targets[0][targets[1]] = res
+        if failed:
+            word, i = self.mem.array(err, DType.INT32)
+            if word[i] == 0:
+                word[i] = code
+
+
+class Session(FakeSession):
+    """The fusion, elementwise and analytic functions bound to the fake context, and a
+    ``synchronize`` that raises the deferred error and clears the word (the real one's
+    contract)."""
+
+    def __init__(self, ctx: Context, dev: Device) -> None:
+        super().__init__(ctx, fusion.METHODS, elementwise.METHODS, analytic.METHODS)
+        self.__dict__["dev"] = dev
+
+    def synchronize(self) -> None:
+        dev = self.__dict__["dev"]
+        code = dev.err_code()
+        if code:
+            arr, i = dev.mem.array(dev.state.err_word.ptr, DType.INT32)
+            arr[i] = 0
+            raise ValidationError(f"deferred device error: {error_message(code)}",
+                                  op=error_message(code).rsplit(" in ", 1)[-1],
+                                  kind="device_data")
+
+
+def fusion_session(monkeypatch):
+    """(session, fusion device, elementwise device, context) on the emulated device."""
+    mem = Memory()
+    ctx = Context(mem)
+    fdev = FusionDevice(mem, ctx, CAP)
+    dev = Device(mem, ctx)
 
     def raw_launch(fn, gx, gy, gz, bx, by, bz, shared, stream, params, extra):
-        launch(fn, (gx, gy, gz), (bx, by, bz), shared, stream, params)
+        assert stream is ctx.stream
+        if isinstance(fn, Kernel):
+            fdev.launch(fn, (gx, gy, gz), (bx, by, bz), shared, params)
+        else:
+            dev.launch(fn, (gx, gy, gz), (bx, by, bz), shared, params)
         return (0,)
-    monkeypatch.setattr(device, "raw_launch", raw_launch)  # the hot path's launch
-    return s, fdev, dev, rt
+    monkeypatch.setattr(launch_mod, "_launch", raw_launch)
+    return Session(ctx, dev), fdev, dev, ctx
+
+
+def put(session, array: np.ndarray) -> Tensor:
+    """A device tensor (in emulated memory) holding ``array``."""
+    array = np.array(array, order="C")  # (ascontiguousarray would make rank 0 rank 1)
+    ctx = session.ctx
+    t = ctx.alloc(DType.of(array.dtype), tuple(array.shape), "put")
+    if array.nbytes:
+        arr, i = ctx.memory.array(t.buffer.ptr, t.dtype)
+        arr[i: i + array.size] = array.reshape(-1)
+    return t
+
+
+def get(session, t) -> np.ndarray:
+    """The elements of a device tensor or view (emulated memory) as numpy."""
+    if t.size == 0:
+        return np.empty(t.shape, t.dtype.numpy)
+    arr, i = session.ctx.memory.array(t.base.buffer.ptr, t.dtype)
+    return arr[_indices(t.shape, t.strides, t.offset)].reshape(t.shape).copy()

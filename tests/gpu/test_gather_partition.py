@@ -11,20 +11,20 @@ from gpu_util import down, up
 
 from tenferro_cuda.configs.indexing import GatherConfig
 from tenferro_cuda.debug import forbid_host_sync
-from tenferro_cuda.ops import indexing_gather
+from tenferro_cuda.ops.indexing import gather as gather_ops
 
 
 @pytest.fixture
 def plans(monkeypatch):
     """The partition plans (or None) of the gathers the test makes."""
     seen = []
-    real = indexing_gather.gather_partition
+    real = gather_ops.gather_partition
 
     def spy(*args):
         seen.append(real(*args))
         return seen[-1]
 
-    monkeypatch.setattr(indexing_gather, "gather_partition", spy)
+    monkeypatch.setattr(gather_ops, "gather_partition", spy)
     return seen
 
 

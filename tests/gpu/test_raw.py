@@ -128,11 +128,11 @@ def test_kernel_session_zero_scale_and_flush(s):
     ref[:, ::2] *= 10
     np.testing.assert_allclose(down(s, x), ref, rtol=1e-6)
     flushed = []
-    s._state.pending.append(lambda: flushed.append("x"))
+    s._ctx.pending.append(lambda: flushed.append("x"))
     with pytest.raises(RuntimeError, match="inside"):
         with s.kernels("test.kernels_err"):
             assert flushed == ["x"]  # flushed on entry
-            s._state.pending.append(lambda: flushed.append("y"))
+            s._ctx.pending.append(lambda: flushed.append("y"))
             raise RuntimeError("inside")
     assert flushed == ["x", "y"]  # and on exit after the error
 

@@ -127,6 +127,11 @@ def _blas_cases():
          "invalid_argument"),
         ("axpby-same", lambda s, a: s.axpby_read_into_accum(1, a["y"], 1, a["y"]), V,
          "invalid_argument"),
+        # another Tensor object over x's memory is x's memory (issue 13 item 5)
+        ("axpby-reshape-alias", lambda s, a: s.axpby_read_into_accum(
+            1, a["big"], 1, s.reshape(a["big"], (8,))), V, "invalid_argument"),
+        ("axpby-shifted-alias", lambda s, a: s.axpby_read_into_accum(
+            1, a["big"][1:4], 1, s.reshape(a["big"], (2, 4))[0, :3]), V, "invalid_argument"),
         ("axpby-broadcast-y", lambda s, a: s.axpby_read_into_accum(
             1, a["f"], 1, a["y"].view((3,), (0,), 0)), V, "invalid_argument"),
         ("axpby-host-y", lambda s, a: s.axpby_read_into_accum(1, a["f"], 1, HOST[0]), R,

@@ -96,7 +96,7 @@ def test_forbid_host_sync_lets_ops_run_and_catches_blocking(s):
         from tenferro_cuda import _driver
 
         with pytest.raises(tc.RuntimeStateError, match="host synchronization"):
-            _driver.stream_synchronize(s._state.stream, "sneaky_op")
+            _driver.stream_synchronize(s._ctx.stream, "sneaky_op")
     assert y.numpy().tolist() == list(np.arange(8, dtype=np.float32) * 2)
 
 

@@ -167,8 +167,12 @@ def test_unbalanced_callback_still_restores(misbehaviour, foreign_ctx):
         s.synchronize()
 
 
-def _failing_set_current(ctx):
-    raise tc.BackendSourceError("cuCtxSetCurrent failed: CUDA_ERROR_INVALID_CONTEXT (201)")
+def _failing_put(contexts, strict=True):
+    """``_driver.ctx_stack_put`` failing the way a destroyed context makes it fail."""
+    err = tc.BackendSourceError("cuCtxPushCurrent failed: CUDA_ERROR_INVALID_CONTEXT (201)")
+    if strict:
+        raise err
+    return err
 
 
 def test_restore_failure_logged_not_raised(capfd, monkeypatch, foreign_ctx):
@@ -176,8 +180,8 @@ def test_restore_failure_logged_not_raised(capfd, monkeypatch, foreign_ctx):
     try:
         with pytest.raises(ValueError, match="own error"):
             with tc.cuda_exec_session(0):
-                _driver.ctx_pop()  # pop ours: the restore must now set the saved one back
-                monkeypatch.setattr(_driver, "ctx_set_current", _failing_set_current)
+                _driver.ctx_pop()  # pop ours: the restore must now put the saved one back
+                monkeypatch.setattr(_driver, "ctx_stack_put", _failing_put)
                 raise ValueError("the body's own error")
         monkeypatch.undo()
         err = capfd.readouterr().err
@@ -191,7 +195,7 @@ def test_restore_failure_logged_not_raised(capfd, monkeypatch, foreign_ctx):
         def body(raw):
             _driver.ctx_pop()  # ours
             _driver.ctx_pop()  # the session's: the restore must set the primary back
-            monkeypatch.setattr(_driver, "ctx_set_current", _failing_set_current)
+            monkeypatch.setattr(_driver, "ctx_stack_put", _failing_put)
             return "result"
         assert s.with_raw("test.restore_fail", body) == "result"
         monkeypatch.undo()

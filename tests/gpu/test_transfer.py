@@ -66,7 +66,7 @@ def test_ensure_gpu_resident(s):
         s.ensure_gpu_resident(Tensor.from_numpy(np.ones(3)), op)
     rt2 = CudaRuntime.create_separate(0)
     try:
-        buf = rt2.pool.alloc(12, rt2.thread_state().stream)
+        buf = rt2.pool.alloc(12, rt2.exec_context().stream)
         foreign = Tensor._make(tc.float32, (3,), buffer=buf)
         with pytest.raises(tc.RuntimeStateError, match="mylib.op.*another runtime"):
             s.ensure_gpu_resident(foreign, op)

@@ -51,7 +51,7 @@ def launch_costs(s) -> list[Row]:
     fn = s._rt.function("copy", "tf::fill<tf::u32>")
     pack = ArgPack("PS4q")
     params = pack.pack(out.data_ptr(), b"\0\0\0\0", 1)
-    stream = s._state.stream
+    stream = s._ctx.stream
     launch = d.cuLaunchKernel
     rows.append(Row(FAMILY, "bare cuLaunchKernel, pre-packed", "us",
                     host_us(lambda: launch(fn, 1, 1, 1, 32, 1, 1, 0, stream, params, 0), sync)))

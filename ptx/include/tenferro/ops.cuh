@@ -14,7 +14,8 @@
 //
 // Semantics (docs/dtypes.md): integer div truncates, INT_MIN / -1 wraps to INT_MIN and
 // INT_MIN % -1 is 0; rem is C fmod (sign of the dividend); maximum/minimum propagate NaN
-// (bool: logical or/and); sign maps NaN -> NaN, +-0 -> +0, complex z -> z/|z| (0 -> 0);
+// (bool: logical or/and); sign maps NaN -> NaN, +-0 -> +-0 (as jax.lax.sign),
+// complex z -> z/|z| (0 -> 0);
 // abs of complex is real; compare on complex is EQ/NE only.
 #pragma once
 #include "cmath.cuh"
@@ -114,7 +115,7 @@ template <class T> __device__ __forceinline__ T sign(T a) {
   else {
     typedef typename compute<T>::type F;
     F x = widen(a);
-    F r = x > F(0) ? F(1) : (x < F(0) ? F(-1) : (x == F(0) ? F(0) : x));
+    F r = x > F(0) ? F(1) : (x < F(0) ? F(-1) : x);  // +-0 and NaN are returned as given
     return narrow<T>(r);
   }
 }

@@ -5,7 +5,7 @@
 // index type: tf::u32 when both buffers hold fewer than 2^32 - 2^20 elements, else tf::u64.
 // Offsets are computed in I with wrap-around arithmetic: the host packs signed strides
 // modulo 2^bits(I), and every final offset lies in [0, buffer size), so the modular sum is
-// exact. The plan structs are packed by tenferro_cuda/ops/structural_plan.py; the
+// exact. The plan structs are packed by tenferro_cuda/ops/storage/plan.py; the
 // static_asserts below pin their sizes to the ones the host packs.
 #pragma once
 #include "types.cuh"

@@ -1,0 +1,217 @@
+"""``ExecContext``: everything an op needs on one (runtime, thread).
+
+One per runtime and thread, made by ``CudaRuntime.exec_context()`` on the thread's first
+session and kept for the thread's life. Its fields are typed and fixed: the stream, the
+pool arena (``home``: the residency identity of every buffer made here), the device error
+word, the BLAS handles (made on first use), and the bounded caches of prepared launches
+and plans. Op families are functions ``op(ctx, ...)`` over it; they reach the device
+only through its methods and through ``kernels/launch.py``.
+
+Every method only enqueues on the stream, except ``wait`` (the explicit barrier, for
+``synchronize`` and downloads). Nothing here checks the thread or the scope: the session
+facade (``exec/entry.py``) does that before an op runs.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from typing import TYPE_CHECKING, Any
+
+from .. import _driver, _driver_memory
+from ..debug import allow_host_sync
+from ..dtypes import DType
+from ..tensor import Tensor
+from . import guard
+from .authority import Authority
+from .memo import BoundedCache
+
+if TYPE_CHECKING:
+    from ..kernels.launch import PreparedLaunch
+    from ..memory import DeviceBuffer, _Arena
+    from ..runtime import CudaDeviceInfo, CudaRuntime
+    from .blas import Blas
+
+__all__ = ["ExecContext", "BLOCK"]
+
+BLOCK = 256  # threads per block of the 1-D library kernels
+LAUNCH_LIMIT = 1024  # prepared launches kept per context
+MEMO_LIMIT = 4096  # plans and prepared calls kept per context
+
+
+class ExecContext(Authority):
+    """The execution state of one runtime on one thread (see the module docstring)."""
+
+    __slots__ = ("runtime", "thread", "context", "context_id", "ordinal", "domain", "info",
+                 "sm_count", "stream", "home", "err_word", "err_host", "launches", "memo",
+                 "dot_slots", "session_open", "pending", "closed", "_blas")
+
+    runtime: CudaRuntime
+    info: CudaDeviceInfo
+    stream: Any  # the CUstream
+    home: _Arena
+    err_word: DeviceBuffer
+
+    def __init__(self, runtime: CudaRuntime) -> None:
+        self.runtime = runtime
+        self.thread = threading.get_ident()
+        self.context, self.context_id = runtime.context, runtime.context_id
+        self.ordinal, self.domain = runtime.ordinal, runtime.domain.value
+        self.info = runtime.info
+        self.sm_count = runtime.info.multiprocessor_count
+        self.err_host = 0
+        with guard.within(self.context, self.context_id):
+            self.stream = _driver.stream_create()
+            try:  # a failure part-way gives back what was already acquired
+                self.err_host = _driver_memory.host_alloc_pinned(8)
+                self.home = runtime.pool.arena(self.stream)
+                self.err_word = self.home.alloc(8, "runtime")
+                _driver_memory.memset_d8_async(self.err_word.ptr, 0, 8, self.stream)
+            except BaseException:
+                if self.err_host:
+                    _driver_memory.host_free(self.err_host)
+                _driver.stream_destroy(self.stream)
+                raise
+        self.launches: BoundedCache = BoundedCache(LAUNCH_LIMIT)
+        self.memo: BoundedCache = BoundedCache(MEMO_LIMIT)
+        self.dot_slots: dict[int, Any] = {}
+        self.session_open = False
+        self.pending: list = []  # callables run by flush() (deferred work)
+        self.closed = False
+        self._blas: Blas | None = None
+
+    # --- memory --------------------------------------------------------------------------
+    def alloc(self, dtype: DType, shape: tuple[int, ...], op: str) -> Tensor:
+        """A new compact device tensor (contents undefined)."""
+        buf = self.home.alloc(math.prod(shape) * dtype.itemsize, op)
+        return Tensor._make(dtype, tuple(shape), buffer=buf)
+
+    def alloc_bytes(self, nbytes: int, op: str) -> DeviceBuffer:
+        """A device buffer of at least ``nbytes`` (scratch, workspaces)."""
+        return self.home.alloc(nbytes, op)
+
+    def adopt(self, ptr: int, nbytes: int, owner: object) -> DeviceBuffer:
+        """A buffer over foreign memory, resident here; ``owner`` keeps it alive."""
+        return self.home.adopt(ptr, nbytes, owner)
+
+    # --- stream-ordered copies -------------------------------------------------------------
+    def copy(self, dst: int, src: int, nbytes: int, op: str) -> None:
+        """Device-to-device copy of ``nbytes`` (addresses)."""
+        _driver_memory.memcpy_dtod_async(dst, src, nbytes, self.stream, op)
+
+    def memset(self, dst: int, value: int, nbytes: int, op: str) -> None:
+        _driver_memory.memset_d8_async(dst, value, nbytes, self.stream, op)
+
+    def upload(self, dst: int, host: int, nbytes: int, op: str) -> None:
+        """Host-to-device copy from a host address (staged by the driver before return)."""
+        _driver_memory.memcpy_htod_async(dst, host, nbytes, self.stream, op)
+
+    def download(self, host: int, src: int, nbytes: int, op: str) -> None:
+        """Device-to-host copy into a host address; complete after ``wait``."""
+        _driver_memory.memcpy_dtoh_async(host, src, nbytes, self.stream, op)
+
+    def wait(self, op: str) -> None:
+        """Block the host until the stream is idle (an explicit barrier)."""
+        with allow_host_sync():
+            _driver.stream_synchronize(self.stream, op)
+
+    def copy_peer(self, dst: int, src: int, src_ctx: ExecContext, nbytes: int,
+                  op: str) -> None:
+        """Copy ``nbytes`` from ``src`` (memory of ``src_ctx``'s runtime) to ``dst`` (ours),
+        on our stream (peer access when the devices allow it, staged by the driver
+        otherwise)."""
+        _driver_memory.memcpy_peer_async(dst, self.context, src, src_ctx.context, nbytes,
+                                         self.stream)
+
+    def record_event(self, op: str) -> Any:
+        """A new event recorded on the stream (destroy it with ``destroy_event``)."""
+        event = _driver.event_create()
+        try:
+            _driver.event_record(event, self.stream)
+        except BaseException:
+            _driver.event_destroy(event)
+            raise
+        return event
+
+    def wait_event(self, event: Any) -> None:
+        """Make the stream wait (on the device) for ``event``."""
+        _driver.stream_wait_event(self.stream, event)
+
+    def destroy_event(self, event: Any) -> None:
+        _driver.event_destroy(event)
+
+    def pointer_device(self, address: int) -> int:
+        """The device ordinal of a device address (BackendSourceError for host memory)."""
+        return _driver_memory.pointer_device_ordinal(address)
+
+    # --- kernels ---------------------------------------------------------------------------
+    def function(self, family: str, expression: str) -> Any:
+        """The loaded CUfunction of a registered family's instantiation."""
+        return self.runtime.function(family, expression)
+
+    def source_function(self, source: str, name: str, expression: str,
+                        options: tuple[str, ...] = (), op: str = "") -> Any:
+        """The loaded CUfunction of ``expression`` in a generated source (fusion)."""
+        return self.runtime.function_from_source(source, name, expression, options, op=op)
+
+    def prepare(self, key: Any, fn: Any, codes: str, *, block: tuple[int, int, int] = (
+            BLOCK, 1, 1), shared: int = 0, tail: tuple = (), op: str = "") -> PreparedLaunch:
+        """The prepared launch cached under ``key`` (made, and its geometry validated, on
+        first use; remade when ``key`` was last prepared for another function)."""
+        launch = self.launches.get(key)
+        if launch is None or launch.fn is not fn:
+            from ..kernels.launch import PreparedLaunch
+
+            launch = self.launches.put(key, PreparedLaunch(
+                fn, codes, self.stream, self.info, block=block, shared=shared, tail=tail,
+                op=op))
+        return launch
+
+    def launch(self, fn: Any, codes: str, grid: tuple[int, int, int], args: tuple, op: str,
+               block: tuple[int, int, int] = (BLOCK, 1, 1), shared: int = 0) -> None:
+        """Launch ``fn`` once with every parameter given (the general, non-hot path)."""
+        self.prepare((codes, block, shared, id(fn)), fn, codes, block=block, shared=shared,
+                     op=op).run3(grid, *args)
+
+    def grid(self, n: int, block: int = BLOCK, per_thread: int = 1) -> int:
+        """Blocks for a grid-stride loop over ``n`` items: enough to fill the device."""
+        need = -(-n // (block * per_thread))
+        return max(1, min(need, self.sm_count * 16))
+
+    def function_registers(self, fn: Any) -> int:
+        return _driver.function_attributes(fn)["registers"]
+
+    def error_code(self, op: str, reason: str) -> int:
+        """The code a kernel writes to the error word for ``reason`` in ``op``."""
+        from ..runtime import error_code
+
+        return error_code(op, reason)
+
+    # --- libraries and deferred work ---------------------------------------------------------
+    def blas(self, op: str) -> Blas:
+        """This context's cuBLAS (handle bound to the stream), made on first use."""
+        blas = self._blas
+        if blas is None:
+            from .blas import Blas
+
+            blas = self._blas = Blas(self, op)
+        return blas
+
+    def flush(self) -> None:
+        """Run deferred work so that everything asked for so far is enqueued."""
+        pending = self.pending
+        while pending:
+            pending.pop(0)()
+
+    def close(self) -> None:
+        """Release the stream and what lives on it (the runtime calls this, synchronized,
+        with its context current)."""
+        self.closed = True
+        if self._blas is not None:
+            self._blas.close()
+        self.err_word.release()
+        _driver_memory.host_free(self.err_host)
+        _driver.stream_destroy(self.stream)
+
+    def __repr__(self) -> str:
+        return f"<ExecContext device={self.ordinal} thread={self.thread}>"

@@ -1,0 +1,124 @@
+"""The context guard: the only code that changes the calling thread's CUDA context.
+
+Contract (DESIGN 9):
+- ``ScopeGuard`` brackets a scope (a session, a raw or a kernel sub-session). On entry it
+  takes a snapshot of the thread's whole context *stack* (every entry, in order: the
+  driver has no call for that, so the stack is popped and pushed back) and pushes ours.
+  On exit, whatever the body did (pushed and forgot, popped ours or more, replaced the top
+  with ``cuCtxSetCurrent``), the stack is emptied and the snapshot pushed back: every
+  entry is what it was at entry. Exit never raises; a failure is written to stderr and
+  never replaces the scope's result or exception.
+- ``call_pushed`` is the op guard's unusual path: when user code made another context
+  current (or none) inside a session, an op pushes ours, runs and pops, so the caller's
+  context stays current. On the usual path ours is current and nothing is called but the
+  check (``current_id``) the session entry makes anyway.
+- ``within`` makes ours current around internal work (creating a stream, loading a
+  module) and restores the caller's context afterwards; nothing when ours is current.
+- ``foreign_call`` runs another library's code inside an op (a producer's
+  ``__dlpack__``); if that code left another context on top, ours is put back on top.
+- A scope that never exits normally (an abandoned scope object, interpreter shutdown) is
+  never restored later: scope objects have no finalizer that touches a context.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, TypeVar
+
+from .. import _driver
+from ..errors import BackendSourceError
+
+__all__ = ["ScopeGuard", "call_pushed", "within", "foreign_call", "current_id", "stack"]
+
+R = TypeVar("R")
+current_id = _driver.current_context_id  # the calling thread's current context (0: none)
+
+
+def stack() -> tuple[int, ...]:
+    """The calling thread's context stack, bottom to top, as ints (left unchanged)."""
+    handles = _driver.ctx_stack_take()
+    _driver.ctx_stack_put(handles)
+    return tuple(int(h) for h in handles)
+
+
+def _report(op: str, exc: BaseException) -> None:
+    print(f"tenferro_cuda: failed to restore CUDA context during {op}: {exc}",
+          file=sys.stderr)
+
+
+class ScopeGuard:
+    """The saved context stack of one scope (see the module docstring)."""
+
+    __slots__ = ("saved", "op", "open")
+
+    def __init__(self, ours: Any, op: str) -> None:
+        """Snapshot the stack and push ``ours``; BackendSourceError (and the stack as it
+        was) when that fails."""
+        self.op = op
+        self.open = False
+        self.saved = _driver.ctx_stack_take()
+        try:
+            _driver.ctx_stack_put(self.saved)
+        except BackendSourceError as exc:
+            raise BackendSourceError(f"cannot restore the CUDA context stack: {exc}",
+                                     op=op) from exc.__cause__
+        try:
+            _driver.ctx_push(ours)
+        except BackendSourceError as exc:
+            raise BackendSourceError(f"cannot make the primary context current: {exc}",
+                                     op=op) from exc.__cause__
+        self.open = True
+
+    def exit(self) -> None:
+        """Put the saved stack back exactly; idempotent, never raises."""
+        if not self.open:
+            return
+        self.open = False
+        try:
+            _driver.ctx_stack_take()
+        except BaseException as exc:  # noqa: BLE001 - best effort by contract
+            _report(self.op, exc)
+        failed = _driver.ctx_stack_put(self.saved, strict=False)
+        if failed is not None:
+            _report(self.op, failed)
+
+
+def call_pushed(ours: Any, fn: Callable[..., R], *args: Any) -> R:
+    """``fn(*args)`` with ``ours`` pushed, popped again afterwards (the op guard)."""
+    _driver.ctx_push(ours)
+    try:
+        return fn(*args)
+    finally:
+        try:
+            _driver.ctx_pop()
+        except BaseException as exc:  # noqa: BLE001 - never hide the op's own outcome
+            _report(getattr(fn, "__name__", "op"), exc)
+
+
+@contextmanager
+def within(ours: Any, ours_id: int) -> Iterator[None]:
+    """Make ``ours`` current for the block (nothing to do when it is current already)."""
+    if current_id() == ours_id:
+        yield
+        return
+    _driver.ctx_push(ours)
+    try:
+        yield
+    finally:
+        _driver.ctx_pop()
+
+
+def foreign_call(fn: Callable[..., R], *args: Any) -> R:
+    """``fn(*args)`` (another library's code); the top of the stack is put back when the
+    call replaced it (``cuCtxSetCurrent``, as the CUDA runtime's ``cudaSetDevice`` does)."""
+    before = _driver.ctx_get_current()
+    try:
+        return fn(*args)
+    finally:
+        if current_id() != int(before):
+            try:
+                _driver.ctx_set_current(before)
+            except BaseException as exc:  # noqa: BLE001 - never hide the call's outcome
+                _report(getattr(fn, "__name__", "foreign call"), exc)

@@ -1,0 +1,117 @@
+"""The launcher: the only path to ``cuLaunchKernel``.
+
+A ``PreparedLaunch`` holds a loaded function, its block shape and dynamic shared memory
+(validated against the device when the launch is prepared), the stream, and a packed
+parameter block laid out once from the kernel's argument codes (``kernels/args.py``): a
+*head* of parameters written per call with one ``struct.pack_into``, and a *tail* of
+constants (the error word, error codes) written once. ``run(gx, *head)`` and
+``run3(grid, *head)`` write the head and launch; a failed launch raises the typed error
+naming the op. ``cuLaunchKernel`` copies the parameters when it is called, so a prepared
+launch can be refilled right after it returns; prepared launches belong to one execution
+context (one thread) and are never shared between threads.
+
+``pointer_slots`` lists the head positions that hold device pointers (code ``P``): what a
+graph replay rebinds.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import struct
+from collections.abc import Sequence
+from typing import Any
+
+from .. import _driver
+from ..errors import ValidationError
+from .args import parse_codes
+
+__all__ = ["PreparedLaunch", "check_geometry"]
+
+_launch = _driver.launch_unchecked
+_failed = _driver.launch_failed
+
+
+def check_geometry(info: Any, grid: Sequence[int], block: Sequence[int], shared: int,
+                   op: str) -> None:
+    """Raise ValidationError unless ``grid``/``block``/``shared`` fit the device limits of
+    ``info`` (a CudaDeviceInfo): every dim >= 1, threads per block, per-axis block and grid
+    limits, dynamic shared memory."""
+    problems = []
+    for name, dims in (("grid", grid), ("block", block)):
+        if len(dims) != 3 or any(type(d) is not int or d < 1 for d in dims):
+            problems.append(f"{name} must be three ints >= 1 (got {tuple(dims)})")
+    if problems:
+        raise ValidationError("; ".join(problems), op=op)
+    threads = block[0] * block[1] * block[2]
+    if threads > info.max_threads_per_block:
+        problems.append(f"block {tuple(block)} has {threads} threads "
+                        f"(device limit {info.max_threads_per_block})")
+    for name, dims, limit in (("block", block, info.max_block_dims),
+                              ("grid", grid, info.max_grid_dims)):
+        if any(d > m for d, m in zip(dims, limit)):
+            problems.append(f"{name} {tuple(dims)} exceeds the device limits {tuple(limit)}")
+    if not 0 <= shared <= info.max_shared_per_block:
+        problems.append(f"shared memory {shared} bytes is outside the device limit "
+                        f"[0, {info.max_shared_per_block}]")
+    if problems:
+        raise ValidationError("; ".join(problems), op=op)
+
+
+class PreparedLaunch:
+    """One kernel's launch on one stream, prepared (see the module docstring)."""
+
+    __slots__ = ("fn", "codes", "stream", "bx", "by", "bz", "shared", "op", "nhead",
+                 "pointer_slots", "_head", "_shift", "_buf", "_ptrs", "_pack", "address")
+
+    def __init__(self, fn: Any, codes: str, stream: Any, info: Any, *,
+                 block: tuple[int, int, int] = (256, 1, 1), shared: int = 0,
+                 tail: tuple = (), op: str = "") -> None:
+        check_geometry(info, (1, 1, 1), block, shared, op)
+        tokens, offsets, fmts, size = parse_codes(codes)
+        nhead = len(tokens) - len(tail)
+        if nhead < 0:
+            raise ValueError(f"{len(tail)} tail values for {len(tokens)} parameters")
+        self.fn, self.codes, self.stream, self.op = fn, codes, stream, op
+        self.bx, self.by, self.bz = block
+        self.shared = shared
+        self.nhead = nhead
+        self.pointer_slots = tuple(i for i, t in enumerate(tokens[:nhead]) if t == "P")
+        self._buf = ctypes.create_string_buffer(max(size, 1) + 16)
+        base = ctypes.addressof(self._buf)
+        self._shift = shift = (-base) % 16  # 16-align the block (X slots)
+        self._ptrs = (ctypes.c_void_p * max(len(tokens), 1))(
+            *[base + shift + off for off in offsets])
+        self.address = ctypes.addressof(self._ptrs)
+        head = ["<"]
+        pos = 0
+        for off, fmt in zip(offsets[:nhead], fmts[:nhead]):
+            if off > pos:
+                head.append(f"{off - pos}x")
+            head.append(fmt)
+            pos = off + struct.calcsize("<" + fmt)
+        self._head = struct.Struct("".join(head))
+        # The head writer with its buffer and offset bound: one call per launch.
+        self._pack = functools.partial(self._head.pack_into, self._buf, shift)
+        for off, fmt, value in zip(offsets[nhead:], fmts[nhead:], tail):
+            struct.pack_into("<" + fmt, self._buf, shift + off, value)
+
+    def run(self, gx: int, *head: Any) -> None:
+        """Write the head parameters and launch a grid of (gx, 1, 1) blocks."""
+        self._pack(*head)
+        status = _launch(self.fn, gx, 1, 1, self.bx, self.by, self.bz, self.shared,
+                         self.stream, self.address, 0)[0]
+        if status:
+            _failed(status, self.op)
+
+    def run3(self, grid: Sequence[int], *head: Any) -> None:
+        """``run`` with a 3-D grid."""
+        self._pack(*head)
+        status = _launch(self.fn, grid[0], grid[1], grid[2], self.bx, self.by, self.bz,
+                         self.shared, self.stream, self.address, 0)[0]
+        if status:
+            _failed(status, self.op)
+
+    def __repr__(self) -> str:
+        return (f"PreparedLaunch({self.codes!r}, block=({self.bx}, {self.by}, {self.bz}), "
+                f"shared={self.shared}, op={self.op!r})")

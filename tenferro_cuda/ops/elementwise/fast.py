@@ -1,0 +1,99 @@
+"""The fast path of the elementwise methods: the general path (``engine.run``) with its
+planning skipped for the one plan this covers, through the same ``Prep`` and the same
+prepared launch (``Prep.contig``).
+
+It covers compact ``Tensor`` operands of one shape and the primary dtype, resident on the
+context (``buffer.home is prep.home``: the residency rule), fewer than ``CHUNK``
+elements, and -- for an ``_into`` form -- a compact ``Tensor`` output of the result's shape
+and dtype that shares no byte with an input or is exactly one of them (in place, same
+dtype: the alias rule for compact runs, ``aliasing.disjoint_or_same``). For such a call
+the general path plans one contiguous launch over the whole run; this writes that launch's
+head and launches it. Anything else returns None and the caller takes the general path,
+which validates everything and raises the typed errors. One function per arity, because
+the hot call must not loop over its operands.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ...exec.aliasing import disjoint_or_same
+from ...tensor import Tensor
+from .engine import Prep
+from .layout import CHUNK
+
+__all__ = ["unary", "binary"]
+
+_new = object.__new__
+_prod = math.prod
+
+
+def _target(p: Prep, out: object, shape: tuple[int, ...]) -> int:
+    """The address of a caller's output the fast path may write, else 0."""
+    if type(out) is not Tensor or out.dtype is not p.out_dtype or out.shape != shape:
+        return 0
+    b = out.buffer
+    if b is None or b.home is not p.home:
+        return 0
+    return b.ptr
+
+
+def unary(p: Prep, x: Tensor, out: object = None) -> Tensor | None:
+    """``x`` through the kernel of ``p`` (``x.dtype`` is ``p.dtype``), or None."""
+    bx = x.buffer
+    if bx is None or bx.home is not p.home:
+        return None
+    shape = x.shape
+    n = _prod(shape)
+    if not 0 < n < CHUNK:
+        return None
+    pa = bx.ptr
+    if out is None:
+        buf = p.home.alloc(n * p.out_item, p.name)
+        res = _new(Tensor)
+        res.dtype, res.shape, res.strides, res.offset, res.buffer, res.host = \
+            p.out_dtype, shape, x.strides, 0, buf, None
+        po = buf.ptr
+    else:
+        po = _target(p, out, shape)
+        if not po or not (disjoint_or_same(po, n * p.out_item, pa, n * p.item)
+                          and (po != pa or p.out_dtype is p.dtype)):
+            return None
+        res = out  # type: ignore[assignment]
+    blocks = (n + p.per_block - 1) // p.per_block
+    p.contig.run(blocks if blocks < p.cap else p.cap, po, pa, 0, 0, n,
+                 0 if (po | pa) & 15 else 8)
+    return res
+
+
+def binary(p: Prep, x: Tensor, y: object, out: object = None) -> Tensor | None:
+    """``x (op) y`` through the kernel of ``p`` (``x.dtype`` is ``p.dtype``), or None."""
+    shape = x.shape
+    if type(y) is not Tensor or y.dtype is not p.dtype or y.shape != shape:
+        return None
+    bx, by = x.buffer, y.buffer
+    home = p.home
+    if bx is None or by is None or bx.home is not home or by.home is not home:
+        return None
+    n = _prod(shape)
+    if not 0 < n < CHUNK:
+        return None
+    pa, pb = bx.ptr, by.ptr
+    if out is None:
+        buf = p.home.alloc(n * p.out_item, p.name)
+        res = _new(Tensor)
+        res.dtype, res.shape, res.strides, res.offset, res.buffer, res.host = \
+            p.out_dtype, shape, x.strides, 0, buf, None
+        po = buf.ptr
+    else:
+        po = _target(p, out, shape)
+        size, nbytes = n * p.out_item, n * p.item
+        if not po or not (disjoint_or_same(po, size, pa, nbytes)
+                          and disjoint_or_same(po, size, pb, nbytes)) \
+                or ((po == pa or po == pb) and p.out_dtype is not p.dtype):
+            return None
+        res = out  # type: ignore[assignment]
+    blocks = (n + p.per_block - 1) // p.per_block
+    p.contig.run(blocks if blocks < p.cap else p.cap, po, pa, pb, 0, n,
+                 0 if (po | pa | pb) & 15 else 8)
+    return res

@@ -1,0 +1,162 @@
+"""Explicit transfers and buffer release: upload, download, reclaim, copies between
+sessions.
+
+``upload_host_tensor`` enqueues a host-to-device copy (the host data is staged by the
+driver before the call returns, so the numpy array may be dropped at once; uploads are
+from pageable host memory). ``download_to_host`` is one of the two host barriers: it
+returns a host tensor holding the finished result. ``copy_to`` copies into another
+session's runtime, stream-ordered on both sides. Everything else only enqueues.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from ...errors import RuntimeStateError, ValidationError
+from ...exec import guard
+from ...exec.context import ExecContext
+from ...exec.entry import context_of
+from ...exec.residency import resident
+from ...tensor import Tensor, TensorView, _Strided
+from .. import storage
+
+__all__ = ["METHODS"]
+
+
+def upload_host_tensor(ctx: ExecContext, tensor: Tensor | TensorView | np.ndarray) -> Tensor:
+    """Copy a host tensor, host view or numpy array into a new device tensor.
+
+    Parameters
+    ----------
+    tensor : Tensor, TensorView or numpy.ndarray
+        Host data (any layout; views are compacted on the host first).
+
+    Returns
+    -------
+    Tensor
+        A new compact device tensor; the copy is enqueued on the session stream.
+
+    Raises
+    ------
+    ValidationError
+        Not a host tensor, view or array.
+    RuntimeStateError
+        The tensor is already on a device.
+    """
+    op = "upload_host_tensor"
+    if isinstance(tensor, np.ndarray):
+        tensor = Tensor.from_numpy(tensor)
+    if not isinstance(tensor, _Strided):
+        raise ValidationError(f"expected a host Tensor, TensorView or numpy array "
+                              f"(got {type(tensor).__name__})", op=op)
+    if tensor.base.host is None:
+        raise RuntimeStateError("the tensor is already on a device; upload takes a host "
+                                "tensor (use to_contiguous_read or copy_read_into)", op=op)
+    data = tensor.numpy() if tensor.base is not tensor else tensor.base.host
+    if not data.flags.c_contiguous:
+        data = data.copy(order="C")
+    out = ctx.alloc(tensor.dtype, tensor.shape, op)
+    if out.nbytes:
+        ctx.upload(out.data_ptr(), data.ctypes.data, out.nbytes, op)
+    return out
+
+
+def download_to_host(ctx: ExecContext, tensor: Tensor | TensorView) -> Tensor:
+    """Copy a device tensor or view to a new host tensor; blocks until it is there.
+
+    Parameters
+    ----------
+    tensor : Tensor or TensorView
+        A device tensor or view of this session.
+
+    Returns
+    -------
+    Tensor
+        A host tensor (``.numpy()`` gives the data) of the same shape and dtype.
+
+    Raises
+    ------
+    RuntimeStateError
+        A host tensor, or one not resident on this session.
+    """
+    op = "download_to_host"
+    if isinstance(tensor, _Strided) and tensor.base.buffer is None:
+        raise RuntimeStateError("download_to_host takes a device tensor; this one is "
+                                "already on the host", op=op)
+    resident(ctx, tensor, op)
+    src = tensor if tensor.is_contiguous else storage.materialize(ctx, tensor, op)
+    host = np.empty(tensor.shape, dtype=tensor.dtype.numpy)
+    if host.nbytes:
+        ctx.download(host.ctypes.data, src.data_ptr(), host.nbytes, op)
+        ctx.wait(op)
+    return Tensor.from_numpy(host)
+
+
+def reclaim_buffer(ctx: ExecContext, tensor: Tensor) -> None:
+    """Release ``tensor``'s device memory now (stream-ordered); every tensor over that
+    buffer (reshapes of it included) is unusable afterwards.
+
+    Parameters
+    ----------
+    tensor : Tensor
+        An owned device tensor of this session (not a view).
+
+    Raises
+    ------
+    ValidationError
+        A view instead of an owned tensor.
+    RuntimeStateError
+        Not resident on this session (already reclaimed, say).
+    """
+    op = "reclaim_buffer"
+    if not isinstance(tensor, Tensor):
+        raise ValidationError("reclaim_buffer takes an owned Tensor, not a view", op=op)
+    resident(ctx, tensor, op).release()
+
+
+def copy_to(ctx: ExecContext, destination: object, tensor: Tensor | TensorView) -> Tensor:
+    """Copy a tensor or view of this session into a new tensor of ``destination``.
+
+    Parameters
+    ----------
+    destination : CudaExecSession
+        A session of another device (or of this one) open on this thread.
+    tensor : Tensor or TensorView
+        A device tensor or view of this session.
+
+    Returns
+    -------
+    Tensor
+        A new compact tensor resident on ``destination``. The copy waits for this
+        session's work, and this session's later work (a free of ``tensor``, say) waits
+        for the copy; only the host is never blocked.
+    """
+    op = "copy_to"
+    resident(ctx, tensor, op)
+    dst = context_of(destination, op)
+    if dst is ctx:
+        return storage.materialize(ctx, tensor, op)
+    src = tensor if tensor.is_contiguous else storage.materialize(ctx, tensor, op)
+    ready = ctx.record_event(op)  # in our context: "the source is written"
+    try:
+        with guard.within(dst.context, dst.context_id):
+            out = dst.alloc(tensor.dtype, tensor.shape, op)
+            if out.nbytes:
+                dst.wait_event(ready)
+                dst.copy_peer(out.data_ptr(), src.data_ptr(), ctx, out.nbytes, op)
+                done = dst.record_event(op)
+                try:
+                    ctx.wait_event(done)
+                finally:
+                    dst.destroy_event(done)
+    finally:
+        ctx.destroy_event(ready)
+    return out
+
+
+METHODS: tuple[tuple[str, Callable], ...] = (
+    ("upload_host_tensor", upload_host_tensor), ("download_to_host", download_to_host),
+    ("reclaim_buffer", reclaim_buffer), ("copy_to", copy_to),
+)
