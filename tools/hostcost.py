@@ -46,7 +46,8 @@ def main() -> None:
         ctx = s._ctx
         stream, home = ctx.stream, ctx.home
         fn = s._rt.function("copy", "tf::fill<tf::u32>")
-        params = ArgPack("PS4q").pack(out.data_ptr(), b"\0\0\0\0", 1)
+        pack = ArgPack("PS4q")  # kept alive: the launch reads its block
+        params = pack.pack(out.data_ptr(), b"\0\0\0\0", 1)
         rows = [
             ("cuCtxGetCurrent (the per-op check)", _driver.current_context_id),
             ("recycled 4 KiB alloc + release", lambda: home.alloc(4096)),

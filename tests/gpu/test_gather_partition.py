@@ -5,13 +5,17 @@ chunk, and that the call stays enqueue-only. The CPU tier tests the selection ru
 
 from __future__ import annotations
 
+import importlib
+
 import numpy as np
 import pytest
 from gpu_util import down, up
 
 from tenferro_cuda.configs.indexing import GatherConfig
 from tenferro_cuda.debug import forbid_host_sync
-from tenferro_cuda.ops.indexing import gather as gather_ops
+
+# The module, not the function of the same name the indexing package exports.
+gather_ops = importlib.import_module("tenferro_cuda.ops.indexing.gather")
 
 
 @pytest.fixture

@@ -14,6 +14,7 @@ import pytest
 from gpu_util import down, up
 
 import tenferro_cuda as tc
+from tenferro_cuda.ops import storage
 
 SIZES = {1: tc.bool_, 2: tc.bfloat16, 4: tc.float32, 8: tc.int64, 16: tc.complex128}
 SIZE_IDS = [f"{k}B-{v.value}" for k, v in SIZES.items()]
@@ -132,17 +133,17 @@ def test_broadcast_large(s, rng, dtype):
 def test_permute_into_for_other_families(s, rng):
     a = sample(tc.float32, (4, 6, 5), rng)
     t = up(s, a)
-    out = s._permute_into(t[:, ::-1], (2, 0, 1), "dot_general")
+    out = storage.permute_into(s._ctx, t[:, ::-1], (2, 0, 1), "dot_general")
     same(down(s, out), a[:, ::-1].transpose(2, 0, 1))
     with pytest.raises(tc.ValidationError) as info:
-        s._permute_into(t, (0, 0, 1), "dot_general")
+        storage.permute_into(s._ctx, t, (0, 0, 1), "dot_general")
     assert info.value.op == "dot_general"
 
 
 def test_64_bit_index_path(s, rng):
     """A small view of a buffer of more than 2^32 elements indexes in 64 bits."""
     n = (1 << 32) + 4096
-    big = s._alloc(tc.uint8, (n,), "test")
+    big = s._ctx.alloc(tc.uint8, (n,), "test")
     a = rng.integers(0, 255, (96, 80), dtype=np.uint8)
     window = big.view((96, 80), (80, 1), n - 96 * 80)
     s.copy_read_into(up(s, a), window)
@@ -150,7 +151,7 @@ def test_64_bit_index_path(s, rng):
     same(down(s, s.to_contiguous_read(big.view((48, 40), (160, 2), n - 96 * 80))),
          a[::2, ::2])
     strided = big.view((80, 96), (1, 80), n - 96 * 80)
-    out = s._alloc(tc.uint8, (80, 96), "test")
+    out = s._ctx.alloc(tc.uint8, (80, 96), "test")
     s.copy_read_into(strided, out)
     same(down(s, out), a.T)
     s.reclaim_buffer(big)

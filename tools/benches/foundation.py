@@ -14,7 +14,7 @@ import time
 import numpy as np
 
 import tenferro_cuda as tc
-from tenferro_cuda import _driver
+from tenferro_cuda import _driver, _driver_memory
 from tenferro_cuda.kernels.args import ArgPack
 from tenferro_cuda.raw import KernelArg, LaunchConfig
 
@@ -30,7 +30,7 @@ def copy_bandwidth(s) -> float:
         a = ks.alloc_zero_output(tc.float32, (n,))
         b = ks.alloc_output(tc.float32, (n,))
     stream = _driver.stream_handle(s.stream_handle)
-    ms = session_ms(s, lambda: _driver.memcpy_dtod_async(b.data_ptr(), a.data_ptr(), 4 * n,
+    ms = session_ms(s, lambda: _driver_memory.memcpy_dtod_async(b.data_ptr(), a.data_ptr(), 4 * n,
                                                          stream), iters=20)
     return gbps(8 * n, ms)
 
