@@ -315,12 +315,19 @@ class RawSession(Authority):
         if not all(isinstance(a, KernelArg) for a in args):
             raise ValidationError("args must be KernelArg values", op=self.op)
         codes = "".join(a.code for a in args)
+        key = ("raw", codes, config, id(fn._fn))
         grid, block = config.grid, config.block
         assert isinstance(grid, tuple) and isinstance(block, tuple)  # LaunchConfig made them
-        check_geometry(ctx.info, grid, block, config.shared_bytes, self.op)
-        launch = ctx.prepare(("raw", codes, block, config.shared_bytes, id(fn._fn)), fn._fn,
-                             codes, block=block, shared=config.shared_bytes, op=self.op)
-        self._device(launch.run3, grid, *[a.data for a in args])
+        launch = ctx.launches.get(key)
+        if launch is None or launch.fn is not fn._fn:  # prepared, geometry validated once
+            check_geometry(ctx.info, grid, block, config.shared_bytes, self.op)
+            launch = ctx.prepare(key, fn._fn, codes, block=block,
+                                 shared=config.shared_bytes, op=self.op)
+        data = [a.data for a in args]
+        if guard.current_id() == ctx.context_id:
+            launch.run3(grid, *data)
+        else:  # the body made another context current: ours for the launch only
+            guard.call_pushed(ctx.context, launch.run3, grid, *data)
 
     def resource(self, key, init):
         """A per-runtime cached value (e.g. a compiled module's image) for ``key``."""
