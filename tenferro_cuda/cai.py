@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 from .dtypes import DType
 from .errors import RuntimeStateError, UnsupportedDTypeError, UnsupportedError, ValidationError
+from .tensor import is_row_major
 
 __all__ = ["typestr", "dtype_from_typestr", "export_interface", "parse_interface", "CAIInfo"]
 
@@ -60,15 +61,6 @@ def dtype_from_typestr(text: object, op: str = "from_cuda_array_interface") -> D
     return dtype
 
 
-def _compact(shape, strides) -> bool:
-    expect = 1
-    for n, st in zip(reversed(shape), reversed(strides)):
-        if n != 1 and st != expect:
-            return False
-        expect *= n
-    return True
-
-
 def export_interface(tensor) -> dict:
     """``__cuda_array_interface__`` (version 3) of a device tensor or view."""
     op = "__cuda_array_interface__"
@@ -83,7 +75,7 @@ def export_interface(tensor) -> dict:
     from ._foreign import export_home
 
     export_home(buf, op)  # enqueue pending work of this thread before handing out the stream
-    compact = tensor.size == 0 or _compact(tensor.shape, tensor.strides)
+    compact = tensor.size == 0 or is_row_major(tensor.shape, tensor.strides)
     return {
         "shape": tuple(tensor.shape),
         "typestr": ts,

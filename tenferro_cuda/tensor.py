@@ -24,7 +24,7 @@ from .exec.memo import BoundedCache
 if TYPE_CHECKING:
     from .memory import DeviceBuffer
 
-__all__ = ["Tensor", "TensorView", "compact_strides"]
+__all__ = ["Tensor", "TensorView", "compact_strides", "is_row_major"]
 
 
 _STRIDES: BoundedCache = BoundedCache(4096)  # memo of compact_strides for tuple shapes
@@ -45,6 +45,17 @@ def compact_strides(shape: Sequence[int]) -> tuple[int, ...]:
     if type(shape) is tuple:
         _STRIDES.put(shape, strides)
     return strides
+
+
+def is_row_major(shape: Sequence[int], strides: Sequence[int]) -> bool:
+    """Whether ``strides`` are the compact row-major strides of ``shape`` (axes of extent
+    1 may carry any stride): the elements form one dense run."""
+    expect = 1
+    for n, st in zip(reversed(shape), reversed(strides)):
+        if n != 1 and st != expect:
+            return False
+        expect *= n
+    return True
 
 
 def _check_shape(shape, op: str) -> tuple[int, ...]:
@@ -86,14 +97,7 @@ class _Strided:
     def is_contiguous(self) -> bool:
         """Compact row-major strides (at any offset; axes of extent 1 ignore their stride):
         the elements form one dense run starting at ``data_ptr()``."""
-        if self.size == 0:
-            return True
-        expect = 1
-        for s, st in zip(reversed(self.shape), reversed(self.strides)):
-            if s != 1 and st != expect:
-                return False
-            expect *= s
-        return True
+        return self.size == 0 or is_row_major(self.shape, self.strides)
 
     @property
     def base(self) -> Tensor:

@@ -30,6 +30,7 @@ import operator
 from collections.abc import Sequence
 
 from ..errors import ValidationError
+from ..tensor import is_row_major
 from . import check_permutation, check_rank
 
 
@@ -87,14 +88,7 @@ def shares_storage(shape: Sequence[int], strides: Sequence[int], offset: int,
                    base_size: int) -> bool:
     """True when a (view) layout is its whole base buffer in row-major order, so a reshape
     can return a Tensor over the same buffer instead of copying."""
-    if offset != 0 or math.prod(shape) != base_size:
-        return False
-    expect = 1
-    for n, s in zip(reversed(shape), reversed(strides)):
-        if n != 1 and s != expect:
-            return False
-        expect *= n
-    return True
+    return offset == 0 and math.prod(shape) == base_size and is_row_major(shape, strides)
 
 
 # --- broadcast_in_dim ------------------------------------------------------------------

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from ...kernels.args import LAYOUT_SIZE, MAX_RANK, layout_bytes
 from ...kernels.families.gather import UNIT_OF_SIZE
 from ...kernels.families.scatter import ADD_VEC, CLAIM_UNIT, OPS, add_vectors
+from ...tensor import is_row_major
 from .._layout import coalesce
 
 BLOCK = 256
@@ -64,12 +65,7 @@ def index_code(n: int) -> tuple[str, str]:
 
 def is_dense(shape: Sequence[int], strides: Sequence[int]) -> bool:
     """Row-major compact strides, ignoring extent-1 axes (the offset does not matter)."""
-    expect = 1
-    for s, st in zip(reversed(shape), reversed(strides)):
-        if s != 1 and st != expect:
-            return False
-        expect *= s
-    return True
+    return is_row_major(shape, strides)
 
 
 def compact(shape: Sequence[int]) -> tuple[int, ...]:

@@ -27,7 +27,7 @@ from ...dtypes import DType
 from ...errors import BackendSourceError, RuntimeStateError, ValidationError
 from ...exec import guard
 from ...exec.context import ExecContext
-from ...tensor import Tensor, TensorView
+from ...tensor import Tensor, TensorView, is_row_major
 
 __all__ = ["METHODS", "validate_producer"]
 
@@ -49,15 +49,6 @@ def validate_producer(obj: object, ordinal: int, op: str = "from_dlpack") -> Non
     device_of = getattr(obj, "__dlpack_device__", None)
     if device_of is not None:
         check_device(device_of(), ordinal, op)
-
-
-def _compact(shape, strides) -> bool:
-    expect = 1
-    for n, st in zip(reversed(shape), reversed(strides)):
-        if n != 1 and st != expect:
-            return False
-        expect *= n
-    return True
 
 
 def _span(shape, strides) -> tuple[int, int]:
@@ -144,7 +135,7 @@ def _adopt(ctx: ExecContext, data: int, dtype: DType, shape: tuple[int, ...],
     """A pool-less buffer over foreign memory, as a tensor or a view of a flat base."""
     item = dtype.itemsize
     size = math.prod(shape)
-    if size == 0 or strides is None or _compact(shape, strides):
+    if size == 0 or strides is None or is_row_major(shape, strides):
         return Tensor._make(dtype, tuple(shape), buffer=ctx.adopt(data, size * item, owner))
     lo, hi = _span(shape, strides)
     base = Tensor._make(dtype, (hi - lo,),

@@ -22,7 +22,7 @@ from ...errors import RuntimeStateError
 from ...exec.context import ExecContext
 from ...shapes import check_permutation
 from ...shapes.structural import int_tuple
-from ...tensor import Tensor, _Strided
+from ...tensor import Tensor, _Strided, is_row_major
 from .._layout import index_type, layouts_for
 from .plan import alignment, cached_plan
 
@@ -31,15 +31,6 @@ __all__ = ["copy_into", "copy_layout", "materialize", "permute_into", "STORAGE"]
 THREADS = (256, 1, 1)
 # C++ storage type of an element of each size (bit moves only).
 STORAGE = {1: "tf::u8", 2: "unsigned short", 4: "tf::u32", 8: "tf::u64", 16: "tf::b128"}
-
-
-def _compact(shape, strides) -> bool:
-    expect = 1
-    for n, st in zip(reversed(shape), reversed(strides)):
-        if n != 1 and st != expect:
-            return False
-        expect *= n
-    return True
 
 
 def device_ptr(base: Tensor, op: str) -> int:
@@ -66,7 +57,7 @@ def copy_layout(ctx: ExecContext, shape, sbase: Tensor, ss, so: int, dbase: Tens
         return
     item = sbase.dtype.itemsize
     sptr, dptr = device_ptr(sbase, op), device_ptr(dbase, op)
-    if _compact(shape, ss) and _compact(shape, ds):
+    if is_row_major(shape, ss) and is_row_major(shape, ds):
         ctx.copy(dptr + do * item, sptr + so * item, n * item, op)
         return
     plan = cached_plan((tuple(shape), tuple(ss), so, sbase.size, alignment(sptr),
