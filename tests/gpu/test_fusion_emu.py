@@ -25,6 +25,7 @@ import struct
 import numpy as np
 from reference.fake_context import FakeContext, FakeSession
 from test_cast_ref import cast_ref
+from test_elementwise_emu import Memory  # one emulated memory for both emulators
 from test_elementwise_ref import REF
 
 from tenferro_cuda.dtypes import ALL_DTYPES, DType
@@ -48,45 +49,6 @@ _CALL = re.compile(r"^(tf::\w+(?:<.+?>)?)::apply<(.+?)>\((.*)\)$")
 _VALUE = re.compile(r"^  (.+?) ([vc][\d_]+) = (.+);$", re.M)
 _RESULT = re.compile(r"^  r(\d+) = v(\d+);$", re.M)
 CAP = 132 * 6  # multiprocessors x resident blocks of a 36-register kernel
-
-
-class Memory:
-    """Host bytearrays at fake device addresses (4 KiB aligned, with gaps between)."""
-
-    def __init__(self) -> None:
-        self.blocks: dict[int, bytearray] = {}
-        self.next = 1 << 32
-
-    def alloc(self, nbytes: int) -> int:
-        if nbytes <= 0:
-            return 0
-        ptr = self.next
-        self.blocks[ptr] = bytearray(nbytes)
-        self.next += (nbytes + 4095) // 4096 * 4096 + 4096
-        return ptr
-
-    def array(self, ptr: int, dtype: DType) -> tuple[np.ndarray, int]:
-        """(the allocation holding ``ptr`` as elements, element index of ``ptr``)."""
-        for base, data in self.blocks.items():
-            if base <= ptr < base + len(data):
-                off = ptr - base
-                assert off % dtype.itemsize == 0, "misaligned element pointer"
-                return np.frombuffer(data, dtype.numpy)[: len(data) // dtype.itemsize], \
-                    off // dtype.itemsize
-        raise AssertionError(f"pointer {ptr:#x} is in no allocation")
-
-    def _bytes(self, ptr: int, n: int) -> np.ndarray:
-        arr, i = self.array(ptr, DType.UINT8)
-        assert i + n <= len(arr), "byte range past the allocation"
-        return arr[i: i + n]
-
-    def copy(self, dst: int, src: int, n: int) -> None:
-        if n:
-            self._bytes(dst, n)[:] = self._bytes(src, n)
-
-    def memset(self, dst: int, value: int, n: int) -> None:
-        if n:
-            self._bytes(dst, n)[:] = value
 
 
 class Context(FakeContext):
