@@ -168,6 +168,7 @@ class LtGemm:
         args[3] = pa
         args[5] = pb
         args[8] = args[10] = pc
+        args[13] = self.h.workspace  # a graph's own during a capture
         try:
             self.fn(*args)
         except Exception as exc:  # noqa: BLE001 - cuBLASLtError

@@ -31,6 +31,7 @@ import collections
 import itertools
 import sys
 import threading
+from typing import Any
 
 from . import _driver_memory
 from .errors import OutOfMemoryError
@@ -134,7 +135,7 @@ class _Arena:
     ``cached_bytes`` and one event counter."""
 
     __slots__ = ("pool", "stream", "thread", "lists", "remote", "held_bytes", "cached_bytes",
-                 "allocations", "frees")
+                 "allocations", "frees", "graph", "saved_lists")
 
     def __init__(self, pool: MemoryPool, stream) -> None:
         self.pool, self.stream, self.thread = pool, stream, threading.get_ident()
@@ -142,6 +143,24 @@ class _Arena:
         self.remote: collections.deque = collections.deque()  # (ptr, nbytes) from others
         self.held_bytes = self.cached_bytes = 0
         self.allocations = self.frees = 0
+        self.graph: Any = None  # the GraphMemory of a capture in progress
+        self.saved_lists: dict[int, list[int]] = {}
+
+    def begin_graph(self, memory: Any) -> None:
+        """Route allocations to ``memory`` (a capture's GraphMemory) until ``end_graph``:
+        the recycled lists are set aside, so the hot path finds nothing and ``_alloc``
+        asks the graph; frees wait until the capture ends."""
+        self.graph = memory
+        self.saved_lists, self.lists = self.lists, {}
+
+    def end_graph(self) -> None:
+        memory, self.graph = self.graph, None
+        if memory is None:
+            return
+        self.lists, self.saved_lists = self.saved_lists, {}
+        deferred, memory.deferred = memory.deferred, []
+        for ptr, nbytes in deferred:
+            self.keep(ptr, nbytes)
 
     @property
     def live_bytes(self) -> int:
@@ -176,6 +195,8 @@ class _Arena:
             self.absorb()
         if nbytes <= RECYCLE_LIMIT:
             nbytes = (nbytes + _GRANULE - 1) & -_GRANULE
+        if self.graph is not None:
+            return self.graph.alloc(nbytes, op)
         if pool.limit is not None and pool.live_bytes + nbytes > pool.limit:
             raise OutOfMemoryError(
                 f"allocating {nbytes} bytes would exceed the pool limit of {pool.limit} "
@@ -207,6 +228,9 @@ class _Arena:
 
     def keep(self, ptr: int, nbytes: int) -> None:
         """Owner thread: recycle a small buffer or free it on the driver pool."""
+        if self.graph is not None:  # during a capture: carried out when it ends
+            self.graph.deferred.append((ptr, nbytes))
+            return
         self.frees += 1
         if not ptr:
             self.held_bytes -= nbytes  # freed on the driver by the releasing thread

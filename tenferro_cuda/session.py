@@ -31,6 +31,7 @@ from .exec.authority import Authority, Scope
 from .exec.context import ExecContext
 from .exec.guard import ScopeGuard
 from .exec.residency import resident
+from .graph import CaptureScope
 from .runtime import (
     AllocationDomainId,
     CudaDeviceInfo,
@@ -126,6 +127,12 @@ class CudaExecSession(SessionOps, Authority):
     def synchronize(self) -> None:
         """Block until the session stream is idle; raise deferred device errors."""
         entry.enter(self, "synchronize", _synchronize, ())
+
+    def capture(self) -> CaptureScope:
+        """Record the session's work into a CUDA graph: ``with s.capture() as g: ...``,
+        then ``g.replay()`` (docs/graphs.md)."""
+        entry.check(self, "capture")
+        return CaptureScope(self)
 
     # --- sub-sessions --------------------------------------------------------------------
     def with_raw(self, op: str, fn: Callable[..., R]) -> R:

@@ -48,8 +48,20 @@ def main() -> None:
         fn = s._rt.function("copy", "tf::fill<tf::u32>")
         pack = ArgPack("PS4q")  # kept alive: the launch reads its block
         params = pack.pack(out.data_ptr(), b"\0\0\0\0", 1)
+        from tenferro_cuda.ops.elementwise import fast
+        from tenferro_cuda.shapes.elementwise import KINDS
+
+        impl = type(s).add.__wrapped_op__
+        p = ctx.memo[(KINDS["add"].key, "add")][tc.float32]
+        contig = p.contig
         rows = [
             ("cuCtxGetCurrent (the per-op check)", _driver.current_context_id),
+            ("raw cuCtxGetCurrent binding", d.cuCtxGetCurrent),
+            ("add impl without the facade", lambda: impl(ctx, x, y)),
+            ("fast.binary alone", lambda: fast.binary(p, x, y)),
+            ("fast.binary into (no alloc)", lambda: fast.binary(p, x, y, out)),
+            ("PreparedLaunch.run alone", lambda: contig.run(1, out.data_ptr(), x.data_ptr(),
+                                                            y.data_ptr(), 0, 1024, 8)),
             ("recycled 4 KiB alloc + release", lambda: home.alloc(4096)),
             ("bare cuLaunchKernel, pre-packed",
              lambda: d.cuLaunchKernel(fn, 1, 1, 1, 32, 1, 1, 0, stream, params, 0)),

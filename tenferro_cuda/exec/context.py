@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from ..memory import DeviceBuffer, _Arena
     from ..runtime import CudaDeviceInfo, CudaRuntime
     from .blas import Blas
+    from .capture import CaptureState
 
 __all__ = ["ExecContext", "BLOCK"]
 
@@ -44,7 +45,8 @@ class ExecContext(Authority):
 
     __slots__ = ("runtime", "thread", "context", "context_id", "ordinal", "domain", "info",
                  "sm_count", "stream", "home", "err_word", "err_host", "launches", "memo",
-                 "dot_slots", "session_open", "pending", "closed", "_blas")
+                 "dot_slots", "session_open", "pending", "closed", "eager", "capture",
+                 "aux_stream", "_blas")
 
     runtime: CudaRuntime
     info: CudaDeviceInfo
@@ -78,6 +80,9 @@ class ExecContext(Authority):
         self.session_open = False
         self.pending: list = []  # callables run by flush() (deferred work)
         self.closed = False
+        self.eager = True  # open and not capturing: the facade's usual path may run
+        self.capture: CaptureState | None = None
+        self.aux_stream: Any = None  # made on first use (graph memory)
         self._blas: Blas | None = None
 
     # --- memory --------------------------------------------------------------------------
@@ -104,14 +109,20 @@ class ExecContext(Authority):
 
     def upload(self, dst: int, host: int, nbytes: int, op: str) -> None:
         """Host-to-device copy from a host address (staged by the driver before return)."""
+        if self.capture is not None:
+            self.capture.refuse(op)
         _driver_memory.memcpy_htod_async(dst, host, nbytes, self.stream, op)
 
     def download(self, host: int, src: int, nbytes: int, op: str) -> None:
         """Device-to-host copy into a host address; complete after ``wait``."""
+        if self.capture is not None:
+            self.capture.refuse(op)
         _driver_memory.memcpy_dtoh_async(host, src, nbytes, self.stream, op)
 
     def wait(self, op: str) -> None:
         """Block the host until the stream is idle (an explicit barrier)."""
+        if self.capture is not None:
+            self.capture.refuse(op)
         with allow_host_sync():
             _driver.stream_synchronize(self.stream, op)
 
@@ -195,6 +206,8 @@ class ExecContext(Authority):
             from .blas import Blas
 
             blas = self._blas = Blas(self, op)
+        if self.capture is not None:
+            self.capture.blas_ready(blas, op)
         return blas
 
     def flush(self) -> None:
@@ -207,11 +220,23 @@ class ExecContext(Authority):
         """Release the stream and what lives on it (the runtime calls this, synchronized,
         with its context current)."""
         self.closed = True
+        self.eager = False
+        if self.capture is not None:
+            self.capture.abandon("close")
         if self._blas is not None:
             self._blas.close()
         self.err_word.release()
         _driver_memory.host_free(self.err_host)
         _driver.stream_destroy(self.stream)
+        if self.aux_stream is not None:
+            _driver.stream_destroy(self.aux_stream)
+
+    def auxiliary_stream(self) -> Any:
+        """A second stream of this context, never captured (graph memory is allocated on
+        it); made on first use."""
+        if self.aux_stream is None:
+            self.aux_stream = _driver.stream_create()
+        return self.aux_stream
 
     def __repr__(self) -> str:
         return f"<ExecContext device={self.ordinal} thread={self.thread}>"

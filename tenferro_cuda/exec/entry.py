@@ -24,6 +24,7 @@ from typing import Any
 
 from .. import _driver
 from . import guard
+from .capture import NOT_CAPTURABLE
 
 __all__ = ["op_method", "enter", "check", "context_of", "register_session_type",
            "describe"]
@@ -59,6 +60,8 @@ def check(session: Any, op: str) -> Any:
     ctx = session._ctx
     session._scope.check(op)
     ctx.runtime.check_alive(op)
+    if ctx.capture is not None and op in NOT_CAPTURABLE:
+        ctx.capture.refuse(op)
     return ctx
 
 
@@ -66,6 +69,8 @@ def enter(session: Any, op: str, impl: Callable, args: tuple) -> Any:
     """The unusual path of an op: check everything, then run ``impl`` with our context
     current (pushed and popped when another one, or none, is current)."""
     ctx = check(session, op)
+    if ctx.capture is not None:
+        ctx.capture.admit(op, args)
     if guard.current_id() == ctx.context_id:
         return impl(ctx, *args)
     return guard.call_pushed(ctx.context, impl, ctx, *args)
@@ -99,7 +104,7 @@ def op_method(name: str, impl: Callable, op: str | None = None) -> Callable:
         f"def _make({bound}):\n"
         f"    def {name}({', '.join(header)}):\n"
         f"        ctx = self._ctx\n"
-        f"        if ctx.thread == _ident() and self._scope.alive and not ctx.closed \\\n"
+        f"        if ctx.thread == _ident() and self._scope.alive and ctx.eager \\\n"
         f"                and int(_get_current()[1]) == ctx.context_id \\\n"
         f"                and ctx.context_id not in _lost:\n"
         f"            return _impl(ctx, {args})\n"

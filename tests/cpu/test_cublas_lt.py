@@ -99,6 +99,7 @@ def _plan(batch: int = 1, **kw):
 class FakeHandle:  # a cuBLAS Handle: its workspace buffer and stream
     def __init__(self) -> None:
         self.owner = SimpleNamespace(ptr=0x7000, nbytes=1 << 20)
+        self.workspace = self.owner.ptr
         self.stream = 55
 
 

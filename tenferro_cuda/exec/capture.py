@@ -1,0 +1,209 @@
+"""Stream capture in the execution core: what a capture records, refuses and owns.
+
+While ``ctx.capture`` is set, the context's stream is in capture mode and every op takes
+the facade's unusual path (``ctx.eager`` is False), where ``CaptureState.admit`` runs
+before the op:
+
+- an op in ``NOT_CAPTURABLE`` (it blocks the host, reads device memory back, takes host
+  data, or orders itself against another stream) abandons the capture -- capture ended,
+  graph discarded, memory given back, the stream usable again -- and raises
+  ``RuntimeStateError`` naming the op and saying "not allowed during capture". The
+  context's own host barriers (``wait``, ``download``, ``upload``) call ``refuse`` too, so
+  no op can reach the host on its capture path;
+- every tensor an op is given is noted: the graph keeps the buffers it reads or writes
+  alive (a replay never reads memory that was freed and handed out again), and these are
+  the tensors a replay may rebind.
+
+``GraphMemory`` is the memory of the tensors made during capture. The arena's recycled
+lists are set aside for the capture (``_Arena.begin_graph``), so allocations reach
+``GraphMemory.alloc``: a recycled block (taken for good) or a new one allocated from the
+pool on the context's auxiliary stream, which is not captured (a pool allocation on the
+capturing stream would become a graph node that frees on replay). The blocks are the same
+on every replay and go back to the arena when the graph is closed; buffers still held then
+become unusable. Frees of other buffers during the capture wait until it ends.
+"""
+
+from __future__ import annotations
+
+import weakref
+from typing import TYPE_CHECKING, Any
+
+from .. import _driver, _driver_graph, _driver_memory
+from ..errors import RuntimeStateError
+
+if TYPE_CHECKING:
+    from ..memory import DeviceBuffer, _Arena
+    from .context import ExecContext
+
+__all__ = ["NOT_CAPTURABLE", "CaptureState", "GraphMemory", "refused"]
+
+# Session methods that cannot be recorded into a graph.
+NOT_CAPTURABLE = frozenset({
+    "synchronize",  # blocks the host
+    "download_to_host",  # reads device memory back
+    "upload_host_tensor",  # takes pageable host data
+    "from_dlpack", "from_cuda_array_interface",  # order against a producer's stream
+    "copy_to",  # orders two streams, one of them not captured
+    "reclaim_buffer",  # frees memory a replay may still use
+    "release_cached_memory",  # synchronizes
+    "capture",  # a second capture nested in the first
+})
+
+# Ops whose kernels read addresses from a table in device memory (not rebindable).
+TABLE_OPS = frozenset({"grouped_gemm"})
+# Ops that run cuBLAS: a capture points it at a workspace the graph owns first.
+BLAS_OPS = frozenset({"dot_general", "dot_general_read_into", "dot_general_read_into_accum",
+                      "dot_general_read_into_accum_cached", "grouped_gemm"})
+
+
+def refused(op: str) -> RuntimeStateError:
+    return RuntimeStateError(
+        f"{op} is not allowed during capture (it needs the host or another stream "
+        "mid-stream); the capture was abandoned and the session stays usable", op=op)
+
+
+class GraphMemory:
+    """The blocks of the tensors made during one capture (see the module docstring)."""
+
+    __slots__ = ("arena", "stream", "blocks", "buffers", "deferred", "closed",
+                 "__weakref__")
+
+    def __init__(self, arena: _Arena, aux_stream: Any) -> None:
+        self.arena, self.stream = arena, aux_stream
+        self.blocks: list[tuple[int, int]] = []
+        self.buffers: list[weakref.ref] = []
+        self.deferred: list[tuple[int, int]] = []  # frees asked for during the capture
+        self.closed = False
+
+    def alloc(self, nbytes: int, op: str) -> DeviceBuffer:
+        """A graph-owned buffer of ``nbytes`` (already rounded by the arena)."""
+        from ..errors import OutOfMemoryError
+        from ..memory import DeviceBuffer
+
+        arena = self.arena
+        pool = arena.pool
+        if pool.limit is not None and pool.live_bytes + nbytes > pool.limit:
+            raise OutOfMemoryError(
+                f"allocating {nbytes} bytes would exceed the pool limit of {pool.limit} "
+                f"bytes ({pool.live_bytes} live)", op=op, requested_bytes=nbytes)
+        saved = arena.saved_lists.get(nbytes)
+        if saved:
+            ptr = saved.pop()
+            arena.cached_bytes -= nbytes
+        else:
+            ptr = _driver_memory.mem_alloc_async(nbytes, pool.handle, self.stream, op)
+            arena.held_bytes += nbytes
+        arena.allocations += 1
+        self.blocks.append((ptr, nbytes))
+        buf = DeviceBuffer(ptr, nbytes, arena, owner=self)
+        self.buffers.append(weakref.ref(buf))
+        return buf
+
+    def settle(self, op: str) -> None:
+        """Wait for the allocations on the auxiliary stream (after the capture ended)."""
+        if self.blocks:
+            _driver.stream_synchronize(self.stream, op)
+
+    def close(self) -> None:
+        """Give every block back to the arena (stream-ordered after the replays enqueued
+        so far) and make the buffers still held unusable; idempotent, never raises."""
+        if self.closed:
+            return
+        self.closed = True
+        for ref in self.buffers:
+            buf = ref()
+            if buf is not None:
+                buf.home = None
+                buf.owner = None
+        self.buffers.clear()
+        blocks, self.blocks = self.blocks, []
+        for ptr, nbytes in blocks:
+            try:
+                self.arena.give_back(ptr, nbytes)
+            except Exception:  # noqa: BLE001 - a release never raises
+                pass
+
+    def __del__(self) -> None:
+        self.close()
+
+
+class CaptureState:
+    """One capture in progress on one execution context (see the module docstring)."""
+
+    __slots__ = ("ctx", "memory", "external", "kept", "ops", "table_users", "abandoned",
+                 "blas_workspace")
+
+    def __init__(self, ctx: ExecContext, memory: GraphMemory) -> None:
+        self.ctx, self.memory = ctx, memory
+        self.external: dict[int, Any] = {}  # id -> tensor or view given to an op
+        self.kept: dict[int, DeviceBuffer] = {}  # alloc_id -> buffer the graph uses
+        self.ops: list[str] = []
+        self.table_users: set[int] = set()  # id of tensors given to a TABLE_OPS op
+        self.abandoned = ""  # the op that ended the capture early
+        self.blas_workspace: DeviceBuffer | None = None
+
+    def admit(self, op: str, args: tuple) -> None:
+        """Refuse ``op`` or note the tensors it is given."""
+        if op in NOT_CAPTURABLE:
+            self.refuse(op)
+        self.ops.append(op)
+        if op in BLAS_OPS and self.ctx._blas is not None:
+            self.blas_ready(self.ctx._blas, op)
+        table = op in TABLE_OPS
+        for arg in args:
+            items = (arg if isinstance(arg, (list, tuple)) else
+                     arg.values() if isinstance(arg, dict) else (arg,))
+            for item in items:
+                for value in (item if isinstance(item, (list, tuple)) else (item,)):
+                    self._note(value, table)
+
+    def _note(self, value: object, table: bool) -> None:
+        buf = getattr(getattr(value, "base", value), "buffer", None)
+        if buf is None or getattr(buf, "home", None) is None:
+            return
+        if buf.owner is not self.memory:
+            self.external[id(value)] = value
+            self.kept[buf.alloc_id] = buf
+            if table:
+                self.table_users.add(id(value))
+
+    def refuse(self, op: str) -> None:
+        """Abandon the capture and raise the "not allowed during capture" error."""
+        self.abandon(op)
+        raise refused(op)
+
+    def abandon(self, reason: str) -> None:
+        """End the capture now and discard what it recorded (idempotent)."""
+        if self.abandoned:
+            return
+        self.abandoned = reason
+        status, graph = self.finish()
+        if graph:
+            _driver_graph.lib().cuGraphDestroy(graph)
+        self.memory.close()
+
+    def finish(self) -> tuple[int, int]:
+        """End capture on the stream and put the context back in eager mode: (CUresult,
+        graph handle or 0). Frees asked for during the capture are carried out."""
+        ctx = self.ctx
+        try:
+            status, graph = _driver_graph.end_capture(int(ctx.stream))
+        finally:
+            ctx.capture = None
+            ctx.eager = not ctx.closed
+            self._restore_blas()
+            self.ctx.home.end_graph()
+        return status, graph
+
+    def blas_ready(self, blas: Any, op: str) -> None:
+        """Point cuBLAS at a workspace owned by the graph (once per capture)."""
+        if self.blas_workspace is None:
+            self.blas_workspace = self.memory.alloc(blas.workspace_bytes, op)
+            blas.use_workspace(self.blas_workspace.ptr, op)
+
+    def _restore_blas(self) -> None:
+        if self.blas_workspace is not None and self.ctx._blas is not None:
+            try:
+                self.ctx._blas.use_workspace(None, "capture")
+            except Exception:  # noqa: BLE001 - the eager workspace is set again lazily
+                pass

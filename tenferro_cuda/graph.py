@@ -1,0 +1,307 @@
+"""CUDA graphs: ``with s.capture() as g:`` records session work once; ``g.replay()``
+enqueues all of it again for one launch (docs/graphs.md).
+
+- Capture (``_CaptureScope``): the session stream enters capture mode; session ops, fusion
+  plans, ``dot_general`` (on a cuBLAS workspace the graph owns), raw and kernel-session
+  bodies are recorded, not run. What cannot be captured (``exec/capture.NOT_CAPTURABLE``
+  and every host barrier) raises ``RuntimeStateError`` at once and abandons the capture.
+  On a normal exit the graph is instantiated; on an exception it is discarded.
+- Memory: tensors made during the capture are graph-owned (``exec/capture.GraphMemory``):
+  the same memory on every replay, released by ``g.close()`` (or when ``g`` and every such
+  tensor are gone); a tensor still held after ``close()`` is unusable. Tensors the capture
+  was given are kept alive by the graph.
+- Replay enqueues only. ``replay(inputs={t: other})`` runs the graph on ``other`` instead
+  of ``t`` (a tensor or view the capture used: an input, or the output of an ``_into``
+  op), with the same dtype, shape and strides: the addresses inside ``t``'s view are moved
+  in the kernel, memcpy and memset nodes (``graph_rebind.py``) -- no copy. Residency,
+  layout and overlap are checked before anything is enqueued (``ValidationError``).
+- Deferred device errors of replayed kernels surface at the next ``synchronize()``,
+  naming the captured op. A graph belongs to its session's thread and scope.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+from . import _driver_graph as dg
+from .errors import BackendSourceError, RuntimeStateError, ValidationError
+from .exec import entry, guard
+from .exec.aliasing import byte_range
+from .exec.authority import Authority
+from .exec.capture import CaptureState, GraphMemory, refused
+from .exec.residency import resident
+from .tensor import _Strided
+
+__all__ = ["CudaGraph"]
+
+_ident = threading.get_ident
+
+
+class CudaGraph(Authority):
+    """An instantiated capture of session work (see the module docstring)."""
+
+    __slots__ = ("_session", "_ctx", "_state", "_graph", "_exec", "_memory", "_external",
+                 "_kept", "ops", "_fixed", "_table", "_sites", "_shift", "_bound",
+                 "__weakref__")
+    _session: Any
+    _ctx: Any
+    _state: CaptureState | None
+    _graph: int
+    _exec: int
+    _memory: GraphMemory
+    _external: dict[int, Any]  # id -> a tensor or view the capture was given
+    _kept: tuple  # the buffers of those tensors
+    ops: tuple[str, ...]  # the captured ops' names, in order
+    _fixed: set[int]  # id of tensors read through a device pointer table
+    _table: Any  # the NodeTable (read on the first rebinding)
+    _sites: dict[int, list]
+    _shift: dict[int, int]  # id(tensor) -> shift now in the graph
+    _bound: dict[int, Any]  # id(tensor) -> the tensor it is bound to
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        raise TypeError("CudaGraph is made by CudaExecSession.capture()")
+
+    @classmethod
+    def _begin(cls, session: Any, state: CaptureState) -> CudaGraph:
+        self = object.__new__(cls)
+        self._session, self._ctx, self._state = session, state.ctx, state
+        self._graph = self._exec = 0
+        self._memory = state.memory
+        self._external, self._kept, self.ops, self._fixed = {}, (), (), set()
+        self._table, self._sites, self._shift, self._bound = None, {}, {}, {}
+        return self
+
+    def _ready(self, state: CaptureState, graph: int, exe: int) -> None:
+        self._graph, self._exec, self._state = graph, exe, None
+        self._external = dict(state.external)
+        self._kept = tuple(state.kept.values())
+        self.ops = tuple(state.ops)
+        self._fixed = set(state.table_users)
+
+    # --- what it holds -----------------------------------------------------------------
+    @property
+    def inputs(self) -> tuple:
+        """The tensors the capture was given (what ``replay(inputs=...)`` may rebind)."""
+        return tuple(self._external.values())
+
+    @property
+    def closed(self) -> bool:
+        return not self._exec
+
+    # --- replay ------------------------------------------------------------------------
+    def _check(self, op: str) -> Any:
+        ctx = self._ctx
+        if not self._exec:
+            what = "still being captured" if self._state is not None else "closed"
+            raise RuntimeStateError(f"this graph is {what}", op=op)
+        if ctx.thread != _ident():
+            raise RuntimeStateError("this graph belongs to another thread; a graph is "
+                                    "replayed on the thread that captured it", op=op)
+        entry.check(self._session, op)
+        if ctx.capture is not None:
+            ctx.capture.refuse(op)
+        for buf in self._kept:
+            if buf.home is None:
+                raise RuntimeStateError("a tensor this graph uses was reclaimed; the graph "
+                                        "cannot be replayed", op=op)
+        return ctx
+
+    def replay(self, inputs: Mapping | None = None) -> None:
+        """Enqueue the whole graph on the session stream (nothing else is done).
+
+        ``inputs`` maps tensors the capture used to tensors of the same dtype, shape and
+        strides to run on instead, for this replay (tensors not named run on their own)."""
+        ctx = self._check("replay")
+        if inputs or self._shift:
+            self._rebind(ctx, inputs or {})
+        stream = int(ctx.stream)
+        if guard.current_id() == ctx.context_id:
+            status = dg.lib().cuGraphLaunch(self._exec, stream)
+        else:
+            status = guard.call_pushed(ctx.context, dg.lib().cuGraphLaunch, self._exec,
+                                       stream)
+        if status:
+            from ._driver import error_for
+
+            raise error_for("cuGraphLaunch", status, "replay")
+
+    def _rebind(self, ctx: Any, inputs: Mapping) -> None:
+        op = "replay"
+        if not isinstance(inputs, Mapping):
+            raise ValidationError(f"inputs must be a mapping of tensors (got "
+                                  f"{type(inputs).__name__})", op=op)
+        shifts: dict[int, int] = {}
+        bound: dict[int, Any] = {}
+        for key, new in inputs.items():
+            old = self._external.get(id(key))
+            if old is None or old is not key:
+                raise ValidationError("inputs keys must be tensors this graph was captured "
+                                      "with (see CudaGraph.inputs)", op=op)
+            if id(key) in self._fixed:
+                raise ValidationError("this tensor is read through a device pointer table "
+                                      "(grouped_gemm) and cannot be rebound", op=op)
+            if not isinstance(new, _Strided):
+                raise ValidationError(f"inputs values must be tensors (got "
+                                      f"{type(new).__name__})", op=op)
+            resident(ctx, new, op, "input")
+            if (new.dtype, new.shape, new.strides) != (key.dtype, key.shape, key.strides):
+                raise ValidationError(
+                    f"a rebound tensor must match the captured one in dtype, shape and "
+                    f"strides (captured {key.dtype.name}{list(key.shape)} strides "
+                    f"{key.strides}, got {new.dtype.name}{list(new.shape)} strides "
+                    f"{new.strides})", op=op)
+            shifts[id(key)] = new.data_ptr() - key.data_ptr()
+            bound[id(key)] = new
+        self._check_overlap(shifts, op)
+        table = self._nodes()
+        for key_id in set(self._shift) | set(shifts):
+            shift = shifts.get(key_id, 0)
+            if self._shift.get(key_id, 0) != shift:
+                table.move(self._sites_of(key_id), shift)
+        table.push(self._exec, ctx.context_id)
+        self._shift = {k: s for k, s in shifts.items() if s}
+        self._bound = bound
+
+    def _check_overlap(self, shifts: dict[int, int], op: str) -> None:
+        """A rebound view must not meet graph memory, nor another tensor of the graph it
+        did not meet when captured."""
+        spans = {}
+        for key_id, t in self._external.items():
+            lo, hi = byte_range(t)
+            spans[key_id] = (lo, hi, shifts.get(key_id, 0))
+        blocks = self._memory.blocks
+        for key_id, shift in shifts.items():
+            if not shift:
+                continue
+            lo, hi, _ = spans[key_id]
+            nlo, nhi = lo + shift, hi + shift
+            for ptr, nbytes in blocks:
+                if nlo < ptr + nbytes and ptr < nhi:
+                    raise ValidationError("a rebound tensor overlaps memory the graph owns",
+                                          op=op)
+            for other, (olo, ohi, oshift) in spans.items():
+                if other == key_id or (lo < ohi and olo < hi):
+                    continue
+                if nlo < ohi + oshift and olo + oshift < nhi:
+                    raise ValidationError("a rebound tensor overlaps another tensor of the "
+                                          "graph that it did not overlap when captured",
+                                          op=op)
+
+    def _nodes(self) -> Any:
+        if self._table is None:
+            from .graph_rebind import NodeTable
+
+            self._table = NodeTable(self._graph)
+        return self._table
+
+    def _sites_of(self, key_id: int) -> list:
+        sites = self._sites.get(key_id)
+        if sites is None:
+            lo, hi = byte_range(self._external[key_id])
+            sites = self._sites[key_id] = self._nodes().sites(lo, hi)
+        return sites
+
+    # --- release -----------------------------------------------------------------------
+    def close(self) -> None:
+        """Release the graph and the memory it owns (idempotent). Replays already
+        enqueued finish first (the memory is given back in stream order)."""
+        if self._ctx.thread != _ident():
+            raise RuntimeStateError("this graph belongs to another thread", op="close")
+        self._release()
+
+    def _release(self) -> None:
+        exe, graph = self._exec, self._graph
+        self._exec = self._graph = 0
+        if exe:
+            dg.lib().cuGraphExecDestroy(exe)
+        if graph:
+            dg.lib().cuGraphDestroy(graph)
+        self._memory.close()
+        self._kept, self._bound = (), {}
+
+    def __del__(self) -> None:
+        try:  # destroying a graph touches no thread's context; memory goes back queued
+            if self._exec or self._graph:
+                self._release()
+        except Exception:  # noqa: BLE001 - a finalizer never raises
+            pass
+
+    def __repr__(self) -> str:
+        state = ("capturing" if self._state is not None else
+                 "closed" if not self._exec else f"{len(self.ops)} ops")
+        return f"<CudaGraph {state}>"
+
+
+class CaptureScope:
+    """The ``with`` block of ``CudaExecSession.capture()``."""
+
+    __slots__ = ("_session", "_graph")
+
+    def __init__(self, session: Any) -> None:
+        self._session = session
+        self._graph: CudaGraph | None = None
+
+    def __enter__(self) -> CudaGraph:
+        op = "capture"
+        if self._graph is not None:
+            raise ValidationError("a capture scope is entered once", op=op)
+        ctx = entry.check(self._session, op)
+        if ctx.capture is not None:
+            ctx.capture.refuse(op)
+        with ctx.runtime.current():
+            ctx.flush()
+            if ctx._blas is None:  # cuBLAS handles are made before capture, never in it
+                try:
+                    ctx.blas(op)
+                except BackendSourceError:
+                    pass
+            memory = GraphMemory(ctx.home, ctx.auxiliary_stream())
+            dg.begin_capture(int(ctx.stream), op)
+            state = CaptureState(ctx, memory)
+            ctx.home.begin_graph(memory)
+            ctx.capture, ctx.eager = state, False
+        self._graph = graph = CudaGraph._begin(self._session, state)
+        return graph
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        graph = self._graph
+        if graph is None or graph._state is None:
+            return
+        state: CaptureState = graph._state
+        ctx = state.ctx
+        if state.abandoned:
+            graph._state = None
+            if exc_type is None:
+                raise refused(state.abandoned)
+            return
+        if ctx.thread != _ident():
+            raise RuntimeStateError("a capture ends on the thread that began it", op="capture")
+        with ctx.runtime.current():
+            try:
+                if exc_type is None:
+                    ctx.flush()
+            finally:
+                status, handle = state.finish()
+        graph._state = None if exc_type is not None or status else state
+        if exc_type is not None or status:
+            if handle:
+                dg.lib().cuGraphDestroy(handle)
+            state.memory.close()
+            if exc_type is None:
+                from ._driver import error_for
+
+                cause = error_for("cuStreamEndCapture", status)
+                raise RuntimeStateError(f"the capture failed: {cause}; the session stays "
+                                        "usable", op="capture")
+            return
+        try:
+            state.memory.settle("capture")
+            exe = dg.instantiate(handle, "capture")
+        except BaseException:
+            dg.lib().cuGraphDestroy(handle)
+            state.memory.close()
+            graph._state = None
+            raise
+        graph._ready(state, handle, exe)

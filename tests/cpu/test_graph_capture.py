@@ -1,0 +1,333 @@
+"""The capture state machine, graph memory and rebinding validation, with the driver's
+graph calls replaced by recorders (no GPU): what is refused, what is noted, what the
+arena does during a capture, and every rebinding error before anything is enqueued."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from types import SimpleNamespace
+
+import pytest
+
+from tenferro_cuda import _driver_graph, _driver_memory
+from tenferro_cuda.dtypes import DType
+from tenferro_cuda.errors import RuntimeStateError, ValidationError
+from tenferro_cuda.exec import capture as cap
+from tenferro_cuda.exec.authority import Scope
+from tenferro_cuda.graph import CaptureScope, CudaGraph
+from tenferro_cuda.graph_rebind import NodeTable
+from tenferro_cuda.memory import DeviceBuffer, _Arena
+from tenferro_cuda.tensor import Tensor
+
+
+class FakeLib:
+    def __init__(self) -> None:
+        self.calls: list[tuple] = []
+
+    def __getattr__(self, name):
+        def call(*args):
+            self.calls.append((name, *args))
+            return 0
+        return call
+
+
+@pytest.fixture
+def driver(monkeypatch):
+    """Recorders for every driver call a capture makes."""
+    log = SimpleNamespace(begin=[], end=[], instantiate=[], allocs=[], syncs=[], lib=FakeLib(),
+                          end_status=0)
+    monkeypatch.setattr(_driver_graph, "begin_capture", lambda s, op: log.begin.append(s))
+
+    def end(stream):
+        log.end.append(stream)
+        return log.end_status, 0xA000 + len(log.end)
+    monkeypatch.setattr(_driver_graph, "end_capture", end)
+    monkeypatch.setattr(_driver_graph, "instantiate",
+                        lambda g, op: log.instantiate.append(g) or 0xE000 + g)
+    monkeypatch.setattr(_driver_graph, "lib", lambda: log.lib)
+    next_ptr = [0x7F0000000000]
+
+    def alloc(nbytes, pool, stream, op=""):
+        next_ptr[0] += 1 << 20
+        log.allocs.append((nbytes, stream))
+        return next_ptr[0]
+    monkeypatch.setattr(_driver_memory, "mem_alloc_async", alloc)
+    monkeypatch.setattr(cap._driver, "stream_synchronize", lambda s, op="": log.syncs.append(s))
+    return log
+
+
+class FakeRuntime:
+    identity = SimpleNamespace(serial=1)
+
+    def check_alive(self, op):
+        pass
+
+    def current(self):
+        return contextlib.nullcontext()
+
+
+class FakeCtx:
+    """The ExecContext fields the capture machinery reads."""
+
+    def __init__(self) -> None:
+        addresses = iter(range(0x7E0000000000, 0x7F0000000000, 1 << 16))
+        pool = SimpleNamespace(limit=None, closed=False, handle=1, live_bytes=0,
+                               driver_alloc=lambda nbytes, arena, op: next(addresses),
+                               driver_free=lambda ptr, stream: None)
+        self.home = _Arena(pool, "stream")  # type: ignore[arg-type]
+        self.stream, self.thread, self.closed, self.eager = 7, threading.get_ident(), False, True
+        self.capture, self._blas, self.runtime = None, None, FakeRuntime()
+        self.flushed, self.ordinal, self.domain = 0, 0, 1
+
+    def flush(self):
+        self.flushed += 1
+
+    def blas(self, op):
+        from tenferro_cuda.errors import BackendSourceError
+
+        raise BackendSourceError("no cuBLAS here", op=op)
+
+    def auxiliary_stream(self):
+        return 99
+
+
+class FakeSession:
+    def __init__(self) -> None:
+        self._ctx, self._scope = FakeCtx(), Scope("session")
+
+
+def tensor(ctx, shape=(4,), dtype=DType.FLOAT32):
+    return Tensor._make(dtype, shape, buffer=ctx.home.alloc(4 * 64))
+
+
+def test_every_refused_name_is_a_session_method():
+    from tenferro_cuda.session import CudaExecSession
+
+    for name in cap.NOT_CAPTURABLE:
+        assert callable(getattr(CudaExecSession, name)), name
+    assert cap.TABLE_OPS <= cap.BLAS_OPS
+
+
+def test_capture_records_and_instantiates(driver):
+    session = FakeSession()
+    ctx = session._ctx
+    x = tensor(ctx)
+    with CaptureScope(session) as g:
+        assert driver.begin == [7] and ctx.capture is not None and not ctx.eager
+        assert ctx.home.graph is ctx.capture.memory
+        y = Tensor._make(DType.FLOAT32, (4,), buffer=ctx.home.alloc(16))  # graph memory
+        ctx.capture.admit("add", (x, [y], {"k": x}, 3))
+        assert repr(g) == "<CudaGraph capturing>"
+        with pytest.raises(RuntimeStateError, match="still being captured"):
+            g.replay()
+    assert driver.end == [7] and driver.instantiate == [0xA001]
+    assert ctx.capture is None and ctx.eager and ctx.home.graph is None
+    assert driver.allocs == [(512, 99)] and driver.syncs == [99]  # on the auxiliary stream
+    assert y.buffer.owner is g._memory
+    assert [id(t) for t in g.inputs] == [id(x)] and g.ops == ("add",)
+    assert g._exec == 0xE000 + 0xA001
+    g.close()
+    assert y.buffer.home is None and g.closed
+    assert ("cuGraphExecDestroy", 0xE000 + 0xA001) in driver.lib.calls
+
+
+@pytest.mark.parametrize("op", sorted(cap.NOT_CAPTURABLE))
+def test_refused_op_abandons_the_capture(driver, op):
+    session = FakeSession()
+    ctx = session._ctx
+    with pytest.raises(RuntimeStateError, match="not allowed during capture") as info:
+        with CaptureScope(session):
+            with pytest.raises(RuntimeStateError, match=op):
+                ctx.capture.admit(op, ())
+            assert ctx.capture is None and ctx.eager  # the stream is usable at once
+    assert info.value.op == op
+    assert driver.end == [7] and driver.instantiate == []
+    assert ("cuGraphDestroy", 0xA001) in driver.lib.calls
+
+
+def test_nested_capture_and_a_scope_entered_twice(driver):
+    session = FakeSession()
+    scope = CaptureScope(session)
+    with pytest.raises(RuntimeStateError, match="capture is not allowed during capture"):
+        with scope:
+            with CaptureScope(session):
+                pass
+    with pytest.raises(ValidationError, match="entered once"):
+        scope.__enter__()
+
+
+def test_exception_discards_and_a_failed_end_raises(driver):
+    session = FakeSession()
+    with pytest.raises(KeyError):
+        with CaptureScope(session) as g:
+            raise KeyError("body")
+    assert driver.instantiate == [] and g.closed and session._ctx.eager
+    driver.end_status = _driver_graph.CAPTURE_INVALIDATED
+    with pytest.raises(RuntimeStateError, match="capture failed"):
+        with CaptureScope(session):
+            pass
+    assert session._ctx.capture is None and session._ctx.eager
+
+
+def test_arena_during_capture(driver):
+    ctx = FakeCtx()
+    arena = ctx.home
+    recycled = arena.alloc(4096)
+    rptr = recycled.ptr
+    del recycled  # back to the arena's list
+    assert arena.lists[4096] == [rptr]
+    early = arena.alloc(512)
+    memory = cap.GraphMemory(arena, 99)
+    arena.begin_graph(memory)
+    taken = arena.alloc(4096)  # a recycled block, taken for good
+    assert taken.ptr == rptr and taken.owner is memory and taken.home is arena
+    fresh = arena.alloc(1000)
+    assert fresh.nbytes == 1024 and driver.allocs[-1] == (1024, 99)
+    eptr = early.ptr
+    del early  # a free during the capture waits
+    assert memory.deferred == [(eptr, 512)] and arena.lists == {}
+    arena.end_graph()
+    assert arena.lists[512] == [eptr] and 4096 in arena.lists and not arena.lists[4096]
+    del taken  # graph memory is not recycled by its buffers
+    assert not arena.lists[4096]
+    memory.close()
+    assert rptr in arena.lists[4096] and fresh.home is None
+    assert arena.live_buffers == 0
+
+
+def test_graph_memory_respects_the_pool_limit(driver):
+    ctx = FakeCtx()
+    ctx.home.pool.limit = 100
+    memory = cap.GraphMemory(ctx.home, 99)
+    from tenferro_cuda.errors import OutOfMemoryError
+
+    with pytest.raises(OutOfMemoryError):
+        memory.alloc(512, "add")
+
+
+def _ready_graph(driver, session, tensors, blocks=()):
+    ctx = session._ctx
+    state = cap.CaptureState(ctx, cap.GraphMemory(ctx.home, 99))
+    for t in tensors:
+        state._note(t, False)
+    state.memory.blocks.extend(blocks)
+    g = CudaGraph._begin(session, state)
+    g._ready(state, 0xA1, 0xE1)
+    return g
+
+
+class FakeTable:
+    def __init__(self):
+        self.moves, self.pushes = [], 0
+
+    def sites(self, lo, hi):
+        return [(lo, hi)]
+
+    def move(self, sites, shift):
+        self.moves.append((sites[0], shift))
+
+    def push(self, exe, context):
+        self.pushes += 1
+
+
+def test_rebinding_moves_sites_and_restores_them(driver):
+    session = FakeSession()
+    ctx = session._ctx
+    ctx.context_id = 5
+    a, b = tensor(ctx), tensor(ctx)
+    g = _ready_graph(driver, session, [a, b])
+    g._table = table = FakeTable()
+    a2 = tensor(ctx)
+    g._rebind(ctx, {a: a2})
+    lo = a.data_ptr()
+    assert table.moves == [((lo, lo + 16), a2.data_ptr() - lo)]
+    g._rebind(ctx, {a: a2})  # the same binding: nothing moves
+    assert len(table.moves) == 1
+    g._rebind(ctx, {})  # back to the captured tensors
+    assert table.moves[-1] == ((lo, lo + 16), 0) and g._shift == {}
+
+
+def test_rebinding_errors(driver):
+    session = FakeSession()
+    ctx = session._ctx
+    a, b = tensor(ctx), tensor(ctx)
+    own = tensor(ctx)
+    g = _ready_graph(driver, session, [a, b], blocks=[(own.buffer.ptr, own.buffer.nbytes)])
+    g._table = FakeTable()
+    view_of_b = Tensor._make(DType.FLOAT32, (4,), buffer=b.buffer)
+    cases = [
+        ([(a, a)], "mapping"),
+        ({tensor(ctx): a}, "captured with"),
+        ({a: "x"}, "must be tensors"),
+        ({a: Tensor._make(DType.FLOAT32, (4,), host=object())}, "host tensor"),
+        ({a: tensor(ctx, (2, 2))}, "dtype, shape and strides"),
+        ({a: tensor(ctx, (4,), DType.INT32)}, "dtype, shape and strides"),
+        ({a: own}, "graph owns"),
+        ({a: view_of_b}, "did not overlap"),
+    ]
+    for inputs, words in cases:
+        with pytest.raises((ValidationError, RuntimeStateError), match=words):
+            g._rebind(ctx, inputs)
+    assert g._table.moves == []
+    g._fixed.add(id(a))
+    with pytest.raises(ValidationError, match="pointer table"):
+        g._rebind(ctx, {a: tensor(ctx)})
+
+
+def test_node_table_finds_and_moves_addresses():
+    class Entry:
+        def __init__(self, words):
+            self.values, self.dirty, self.pushed = dict(words), False, 0
+
+        def write(self, where, value):
+            self.values[where] = value
+            self.dirty = True
+
+        def push(self, exe, context):
+            self.pushed += 1
+            self.dirty = False
+
+    base = 0x7F0000001000
+    e1, e2 = Entry({(0, 0): base + 64, (1, 0): 12}), Entry({"dst": base + 4096})
+    table = object.__new__(NodeTable)
+    table.nodes = [e1, e2]
+    table._sites = [(e, w, v) for e in (e1, e2) for w, v in e.values.items() if v >= 1 << 16]
+    sites = table.sites(base, base + 128)
+    assert [(s[1], s[2]) for s in sites] == [((0, 0), base + 64)]
+    table.move(sites, 0x1000)
+    table.push(1, 2)
+    assert e1.values[(0, 0)] == base + 64 + 0x1000 and e1.pushed == 1 and e2.pushed == 0
+
+
+def test_kernel_words_scan_only_8_byte_parameters():
+    import ctypes
+
+    from tenferro_cuda.graph_rebind import _Kernel
+
+    k = object.__new__(_Kernel)
+    k.sizes = [8, 4, 24]
+    k.buffers = [ctypes.create_string_buffer(bytes(range(8)), 8),
+                 ctypes.create_string_buffer(b"\1\2\3\4", 8),
+                 ctypes.create_string_buffer(bytes(24), 24)]
+    assert [w for w, _ in k.words()] == [(0, 0), (2, 0), (2, 8), (2, 16)]
+
+
+def test_graph_refuses_copies_and_construction():
+    import copy
+    import pickle
+
+    with pytest.raises(TypeError):
+        CudaGraph()
+    g = object.__new__(CudaGraph)
+    for attempt in (copy.copy, copy.deepcopy, pickle.dumps):
+        with pytest.raises(TypeError):
+            attempt(g)
+
+
+def test_device_buffer_of_graph_memory_is_not_recycled(driver):
+    ctx = FakeCtx()
+    memory = cap.GraphMemory(ctx.home, 99)
+    buf = DeviceBuffer(0x7F0000100000, 512, ctx.home, owner=memory)
+    buf.release()
+    assert buf.home is None and ctx.home.lists == {}

@@ -1,0 +1,361 @@
+"""CUDA graphs: capture, replay equal to eager bit for bit, rebinding without copies, what
+cannot be captured, graph memory, cuBLAS, deferred errors, threads (issue 14)."""
+
+from __future__ import annotations
+
+import copy
+import pickle
+import threading
+
+import numpy as np
+import pytest
+from cuda.bindings import driver as d
+
+import tenferro_cuda as tc
+from tenferro_cuda import _driver_graph
+from tenferro_cuda.configs.dot import DotGeneralConfig
+from tenferro_cuda.raw import KernelArg, LaunchConfig
+
+MM = DotGeneralConfig((1,), (0,))
+SCALE_SRC = r'''
+extern "C" __global__ void twice(const float* x, float* y, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = 2.0f * x[i];
+}
+'''
+
+
+def up(s, a):
+    return s.upload_host_tensor(np.ascontiguousarray(a))
+
+
+def down(s, t):
+    return s.download_to_host(t).numpy()
+
+
+def capturing(s) -> int:
+    return _driver_graph.is_capturing(s.stream_handle)
+
+
+def chain(s, x, w):
+    """A small MLP-like step over several families."""
+    h = s.dot_general(x, w, MM)
+    h = s.tanh(s.add(h, h))
+    r = s.reduce_sum(h, (1,))
+    t = s.to_contiguous_read(s.transpose(h, (1, 0)))
+    return s.sub(s.exp(s.neg(r)), s.reduce_max(t, (0,)))
+
+
+def test_replay_equals_eager_and_follows_new_contents(s, rng):
+    x = up(s, rng.standard_normal((16, 32), dtype=np.float32))
+    w = up(s, rng.standard_normal((32, 8), dtype=np.float32))
+    eager = down(s, chain(s, x, w))
+    with s.capture() as g:
+        out = chain(s, x, w)
+    assert capturing(s) == 0
+    for _ in range(3):
+        g.replay()
+    assert np.array_equal(down(s, out), eager)
+    x2 = rng.standard_normal((16, 32), dtype=np.float32)
+    s.copy_read_into(up(s, x2), x)
+    g.replay()
+    assert np.array_equal(down(s, out), down(s, chain(s, x, w)))
+    assert "dot_general" in g.ops and len(g.ops) >= 8
+    g.close()
+
+
+def _random_program(s, rng, steps, x0):
+    """``steps`` ops over elementwise, analytic, structural, reduction, indexing, cast."""
+    vals = [x0]
+    for _ in range(steps):
+        a = vals[rng.integers(len(vals))]
+        b = vals[rng.integers(len(vals))]
+        k = rng.integers(9)
+        if k == 0:
+            v = s.add(a, b)
+        elif k == 1:
+            v = s.mul(a, b)
+        elif k == 2:
+            v = s.tanh(a)
+        elif k == 3:
+            v = s.to_contiguous_read(s.transpose(a, (1, 0)))
+            v = s.to_contiguous_read(s.transpose(v, (1, 0)))
+        elif k == 4:
+            v = s.broadcast_in_dim(s.reduce_sum(a, (1,)), a.shape, (0,))
+        elif k == 5:
+            v = s.maximum(a, s.neg(b))
+        elif k == 6:
+            v = s.cast(s.cast(a, tc.float64), tc.float32)
+        elif k == 7:
+            v = s.exp(s.mul(a, b))
+        else:
+            v = s.sub(a, b)
+        vals.append(v)
+    return vals[-1]
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_random_programs_replay_bit_for_bit(s, seed):
+    rng = np.random.default_rng(seed)
+    steps = int(rng.integers(1, 51))
+    host = rng.standard_normal((8, 8)).astype(np.float32) * 0.5
+    x = up(s, host)
+    eager = down(s, _random_program(s, np.random.default_rng(seed + 100), steps, x))
+    with s.capture() as g:
+        out = _random_program(s, np.random.default_rng(seed + 100), steps, x)
+    g.replay()
+    got = down(s, out)
+    assert np.array_equal(got, eager, equal_nan=True)
+    # rebinding: the same program on other data
+    other = rng.standard_normal((8, 8)).astype(np.float32) * 0.5
+    x2 = up(s, other)
+    g.replay(inputs={x: x2})
+    got2 = down(s, out)
+    want2 = down(s, _random_program(s, np.random.default_rng(seed + 100), steps, x2))
+    assert np.array_equal(got2, want2, equal_nan=True)
+    g.replay()  # back on x
+    assert np.array_equal(down(s, out), eager, equal_nan=True)
+    g.close()
+
+
+def test_rebinding_inputs_and_into_outputs(s, rng):
+    a = up(s, rng.standard_normal(1024, dtype=np.float32))
+    b = up(s, rng.standard_normal(1024, dtype=np.float32))
+    out = up(s, np.zeros(1024, np.float32))
+    with s.capture() as g:
+        s.add_into(s.mul(a, b), b, out)
+    a2, b2 = up(s, np.arange(1024, dtype=np.float32)), up(s, np.ones(1024, np.float32))
+    out2 = up(s, np.zeros(1024, np.float32))
+    g.replay(inputs={a: a2, b: b2, out: out2})
+    assert np.array_equal(down(s, out2), np.arange(1024, dtype=np.float32) + 1)
+    assert np.array_equal(down(s, out), np.zeros(1024, np.float32))
+    g.replay()
+    ha, hb = down(s, a), down(s, b)
+    assert np.array_equal(down(s, out), ha * hb + hb)
+    assert set(map(id, g.inputs)) >= {id(a), id(b), id(out)}
+
+
+def test_rebinding_is_validated_before_anything_is_enqueued(s, rng):
+    a = up(s, rng.standard_normal((4, 8), dtype=np.float32))
+    with s.capture() as g:
+        y = s.add(a, a)
+    stranger = up(s, np.zeros((4, 8), np.float32))
+    bad = [({stranger: a}, "captured with"),
+           ({a: up(s, np.zeros((8, 4), np.float32))}, "dtype, shape and strides"),
+           ({a: up(s, np.zeros((4, 8), np.float64))}, "dtype, shape and strides"),
+           ({a: s.transpose(up(s, np.zeros((8, 4), np.float32)), (1, 0))}, "strides"),
+           ({a: y}, "graph owns"),
+           ({a: np.zeros((4, 8), np.float32)}, "tensors"),
+           ([(a, a)], "mapping")]
+    for inputs, words in bad:
+        with pytest.raises(tc.ValidationError, match=words):
+            g.replay(inputs=inputs)
+    g.replay()
+    assert np.array_equal(down(s, y), 2 * down(s, a))
+
+
+def test_raw_and_kernel_bodies_are_captured_and_rebound(s):
+    x = up(s, np.arange(256, dtype=np.float32))
+    y = up(s, np.zeros(256, np.float32))
+    with s.capture() as g:
+        with s.raw("test.graph.raw") as raw:
+            fn = raw.compile_nvrtc(SCALE_SRC).function("twice")
+            raw.launch(fn, LaunchConfig(1, 256), [KernelArg.pointer(raw.tensor(x)),
+                                                   KernelArg.pointer(raw.tensor_mut(y)),
+                                                   KernelArg.i32(256)])
+        s.with_kernels("test.graph.ks", lambda ks: ks.scale_tensor_write(y, 3.0))
+    assert np.array_equal(down(s, y), np.zeros(256, np.float32))  # recorded, not run
+    g.replay()
+    assert np.array_equal(down(s, y), 6 * np.arange(256, dtype=np.float32))
+
+
+@pytest.mark.parametrize("what", ["synchronize", "download_to_host", "upload_host_tensor",
+                                  "reclaim_buffer", "capture", "release_cached_memory",
+                                  "raw.download_tensor", "from_dlpack"])
+def test_not_allowed_during_capture(s, what):
+    x = up(s, np.ones(64, np.float32))
+    with pytest.raises(tc.RuntimeStateError, match="not allowed during capture") as info:
+        with s.capture():
+            s.add(x, x)
+            if what == "synchronize":
+                s.synchronize()
+            elif what == "download_to_host":
+                s.download_to_host(x)
+            elif what == "upload_host_tensor":
+                s.upload_host_tensor(np.ones(4, np.float32))
+            elif what == "reclaim_buffer":
+                s.reclaim_buffer(x)
+            elif what == "capture":
+                with s.capture():
+                    pass
+            elif what == "release_cached_memory":
+                s.release_cached_memory()
+            elif what == "raw.download_tensor":
+                with s.raw("test.graph") as raw:
+                    raw.download_tensor(x)
+            else:
+                s.from_dlpack(np.ones(3))
+    assert what.split(".")[-1] in str(info.value)
+    assert capturing(s) == 0
+    y = s.add(x, x)  # the session stays usable
+    assert np.array_equal(down(s, y), np.full(64, 2, np.float32))
+
+
+def test_caught_refusal_still_fails_the_scope(s):
+    x = up(s, np.ones(8, np.float32))
+    with pytest.raises(tc.RuntimeStateError, match="synchronize"):
+        with s.capture() as g:
+            try:
+                s.synchronize()
+            except tc.RuntimeStateError:
+                pass
+    with pytest.raises(tc.RuntimeStateError):
+        g.replay()
+    assert np.array_equal(down(s, s.add(x, x)), np.full(8, 2, np.float32))
+
+
+def test_exception_in_body_discards_the_graph(s):
+    x = up(s, np.ones(8, np.float32))
+    with pytest.raises(KeyError):
+        with s.capture() as g:
+            s.add(x, x)
+            raise KeyError("body")
+    assert capturing(s) == 0
+    with pytest.raises(tc.RuntimeStateError, match="closed"):
+        g.replay()
+    s.synchronize()
+
+
+def test_deferred_device_error_surfaces_after_replay(s):
+    a = up(s, np.array([4, 5, 6], np.int32))
+    z = up(s, np.array([1, 0, 2], np.int32))
+    with s.capture() as g:
+        s.div(a, z)
+    s.synchronize()  # capturing recorded, ran nothing
+    g.replay()
+    with pytest.raises(tc.ValidationError, match="div") as info:
+        s.synchronize()
+    assert info.value.kind == "device_data"
+    s.synchronize()
+
+
+def test_cublas_runs_on_a_workspace_the_graph_owns(s, rng):
+    a = up(s, rng.standard_normal((64, 48), dtype=np.float32))
+    b = up(s, rng.standard_normal((48, 32), dtype=np.float32))
+    eager = down(s, s.dot_general(a, b, MM))
+    blas = s._ctx.blas("test")
+    own = blas.handle.owner.ptr
+    with s.capture() as g:
+        c = s.dot_general(a, b, MM)
+        assert blas.handle.workspace != own
+        assert any(p == blas.handle.workspace for p, _ in g._memory.blocks)
+    assert blas.handle.workspace == own
+    g.replay()
+    assert np.array_equal(down(s, c), eager)
+
+
+def test_graph_memory_lifetime(s):
+    x = up(s, np.ones(1 << 16, np.float32))
+    before = s.memory_stats()["live_bytes"]
+    with s.capture() as g:
+        y = s.add(x, x)
+        for _ in range(5):
+            y = s.add(y, x)
+    g.replay()
+    assert np.array_equal(down(s, y), np.full(1 << 16, 7, np.float32))
+    assert s.memory_stats()["live_bytes"] > before
+    g.close()
+    g.close()
+    with pytest.raises(tc.RuntimeStateError):
+        s.add(y, y)
+    with pytest.raises(tc.RuntimeStateError, match="closed"):
+        g.replay()
+    del y
+    s.synchronize()
+    assert s.memory_stats()["live_bytes"] == before
+
+
+def test_reclaimed_input_blocks_replay(s):
+    x = up(s, np.ones(16, np.float32))
+    with s.capture() as g:
+        s.add(x, x)
+    s.reclaim_buffer(x)
+    with pytest.raises(tc.RuntimeStateError, match="reclaimed"):
+        g.replay()
+
+
+def test_authority_and_threads(s):
+    x = up(s, np.ones(16, np.float32))
+    with s.capture() as g:
+        s.add(x, x)
+    for attempt in (copy.copy, copy.deepcopy, pickle.dumps):
+        with pytest.raises(TypeError):
+            attempt(g)
+    with pytest.raises(TypeError):
+        tc.CudaGraph()
+    errors = []
+
+    def other():
+        try:
+            g.replay()
+        except tc.RuntimeStateError as exc:
+            errors.append(exc)
+
+    t = threading.Thread(target=other)
+    t.start()
+    t.join()
+    assert len(errors) == 1 and "thread" in str(errors[0])
+
+
+def test_two_threads_capture_side_by_side():
+    results, errors = {}, []
+    barrier = threading.Barrier(2)
+
+    def work(k):
+        try:
+            with tc.cuda_exec_session(0) as s:
+                x = up(s, np.full(4096, k, np.float32))
+                with s.capture() as g:
+                    barrier.wait(timeout=30)
+                    y = s.mul(s.add(x, x), x)
+                for _ in range(10):
+                    g.replay()
+                results[k] = down(s, y)
+        except Exception as exc:  # noqa: BLE001
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in (2, 3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    for k in (2, 3):
+        assert np.array_equal(results[k], np.full(4096, 2 * k * k, np.float32))
+
+
+def test_replay_with_a_foreign_context_current_restores_it(s):
+    x = up(s, np.ones(16, np.float32))
+    with s.capture() as g:
+        y = s.add(x, x)
+    dev = d.cuDeviceGet(0)[1]
+    err, foreign = d.cuCtxCreate(None, 0, dev)
+    assert int(err) == 0
+    try:
+        g.replay()  # the foreign context is current: ours is pushed and popped
+        assert int(d.cuCtxGetCurrent()[1]) == int(foreign)
+        g.replay()
+        assert int(d.cuCtxGetCurrent()[1]) == int(foreign)
+    finally:
+        d.cuCtxPopCurrent()
+        d.cuCtxDestroy(foreign)
+    assert np.array_equal(down(s, y), np.full(16, 2, np.float32))
+
+
+def test_replay_after_the_session_ended():
+    with tc.cuda_exec_session(0) as s:
+        x = up(s, np.ones(16, np.float32))
+        with s.capture() as g:
+            s.add(x, x)
+    with pytest.raises(tc.RuntimeStateError):
+        g.replay()
