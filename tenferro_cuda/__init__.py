@@ -73,7 +73,8 @@ def __getattr__(name: str):
 
 
 __all__ = [
-    "__version__", "CudaGraph", "DType", "ALL_DTYPES", "as_dtype", "lattice_allows", "Tensor", "TensorView",
+    "__version__", "CudaGraph", "DType", "ALL_DTYPES", "as_dtype", "lattice_allows", "Tensor",
+    "TensorView",
     "bool_", "int8", "uint8", "int32", "int64", "float16", "bfloat16", "float32", "float64",
     "complex64", "complex128",
     "TenferroError", "ValidationError", "UnsupportedDTypeError",
