@@ -20,7 +20,7 @@ __all__ = ["KernelNodeParams", "Memcpy3D", "MemsetParams", "lib", "call", "begin
            "end_capture", "instantiate", "graph_nodes", "node_type", "param_sizes",
            "NODE_KERNEL", "NODE_MEMCPY", "NODE_MEMSET", "CAPTURE_INVALIDATED"]
 
-CAPTURE_MODE_THREAD_LOCAL = 1
+CAPTURE_MODE_RELAXED = 2
 NODE_KERNEL, NODE_MEMCPY, NODE_MEMSET = 0, 1, 2
 CAPTURE_INVALIDATED = 901  # CUDA_ERROR_STREAM_CAPTURE_INVALIDATED
 _INVALID_VALUE = 1
@@ -98,9 +98,12 @@ def call(api: str, *args: Any, op: str = "") -> None:
 
 
 def begin_capture(stream: int, op: str) -> None:
-    """Put ``stream`` in capture mode (thread-local: only this thread's unsafe calls are
-    refused by the driver)."""
-    call("cuStreamBeginCapture_v2", stream, CAPTURE_MODE_THREAD_LOCAL, op=op)
+    """Put ``stream`` in capture mode. Relaxed mode: the driver does not refuse this
+    thread's "potentially unsafe" calls (allocations) while it captures, so graph memory
+    can be allocated on another stream and cuBLAS can set itself up; what must not run
+    during a capture is refused by the package itself (``exec/capture.py``), and other
+    threads are never affected."""
+    call("cuStreamBeginCapture_v2", stream, CAPTURE_MODE_RELAXED, op=op)
 
 
 def end_capture(stream: int) -> tuple[int, int]:

@@ -43,7 +43,7 @@ class CudaGraph(Authority):
     """An instantiated capture of session work (see the module docstring)."""
 
     __slots__ = ("_session", "_ctx", "_state", "_graph", "_exec", "_memory", "_external",
-                 "_kept", "ops", "_fixed", "_table", "_sites", "_shift", "_bound",
+                 "_kept", "ops", "_fixed", "_spans", "_table", "_sites", "_shift", "_bound",
                  "__weakref__")
     _session: Any
     _ctx: Any
@@ -55,6 +55,7 @@ class CudaGraph(Authority):
     _kept: tuple  # the buffers of those tensors
     ops: tuple[str, ...]  # the captured ops' names, in order
     _fixed: set[int]  # id of tensors read through a device pointer table
+    _spans: dict[int, tuple[int, int]]  # id -> the captured view's byte range
     _table: Any  # the NodeTable (read on the first rebinding)
     _sites: dict[int, list]
     _shift: dict[int, int]  # id(tensor) -> shift now in the graph
@@ -69,7 +70,7 @@ class CudaGraph(Authority):
         self._session, self._ctx, self._state = session, state.ctx, state
         self._graph = self._exec = 0
         self._memory = state.memory
-        self._external, self._kept, self.ops, self._fixed = {}, (), (), set()
+        self._external, self._kept, self.ops, self._fixed, self._spans = {}, (), (), set(), {}
         self._table, self._sites, self._shift, self._bound = None, {}, {}, {}
         return self
 
@@ -79,6 +80,7 @@ class CudaGraph(Authority):
         self._kept = tuple(state.kept.values())
         self.ops = tuple(state.ops)
         self._fixed = set(state.table_users)
+        self._spans = {key: byte_range(t) for key, t in self._external.items()}
 
     # --- what it holds -----------------------------------------------------------------
     @property
@@ -167,10 +169,8 @@ class CudaGraph(Authority):
     def _check_overlap(self, shifts: dict[int, int], op: str) -> None:
         """A rebound view must not meet graph memory, nor another tensor of the graph it
         did not meet when captured."""
-        spans = {}
-        for key_id, t in self._external.items():
-            lo, hi = byte_range(t)
-            spans[key_id] = (lo, hi, shifts.get(key_id, 0))
+        spans = {key_id: (lo, hi, shifts.get(key_id, 0))
+                 for key_id, (lo, hi) in self._spans.items()}
         blocks = self._memory.blocks
         for key_id, shift in shifts.items():
             if not shift:
@@ -199,7 +199,7 @@ class CudaGraph(Authority):
     def _sites_of(self, key_id: int) -> list:
         sites = self._sites.get(key_id)
         if sites is None:
-            lo, hi = byte_range(self._external[key_id])
+            lo, hi = self._spans[key_id]
             sites = self._sites[key_id] = self._nodes().sites(lo, hi)
         return sites
 
