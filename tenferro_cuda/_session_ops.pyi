@@ -3,6 +3,7 @@
 The op methods of CudaExecSession as type checkers and IDEs see them (the runtime methods
 have the same signatures and docstrings: _session_ops.py)."""
 
+import builtins
 from collections.abc import Sequence
 
 import numpy as np
@@ -1409,6 +1410,1802 @@ class SessionOps:
         """
         ...
 
+    def floor(self, x: Tensor | TensorView) -> Tensor:
+        """Elementwise round toward -inf (real floats; exact, -0.0/inf/NaN kept).
+
+        Parameters
+        ----------
+        x : Tensor or TensorView
+            The input: a device tensor or view of this session.
+
+        Returns
+        -------
+        Tensor
+            A new compact device tensor (the work is enqueued, not finished).
+
+        Raises
+        ------
+        ValidationError
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+        UnsupportedDTypeError
+            The operation is not defined for the dtype.
+        RuntimeStateError
+            An operand is not resident on this session, or the session is closed.
+        """
+        ...
+
+    def floor_read(self, x: Tensor | TensorView) -> Tensor:
+        """Elementwise round toward -inf (real floats; exact, -0.0/inf/NaN kept).
+
+        Parameters
+        ----------
+        x : Tensor or TensorView
+            The input: a device tensor or view of this session.
+
+        Returns
+        -------
+        Tensor
+            A new compact device tensor (the work is enqueued, not finished).
+
+        Raises
+        ------
+        ValidationError
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+        UnsupportedDTypeError
+            The operation is not defined for the dtype.
+        RuntimeStateError
+            An operand is not resident on this session, or the session is closed.
+        """
+        ...
+
+    def floor_into(self, x: Tensor | TensorView, out: Tensor | TensorView) -> None:
+        """Elementwise round toward -inf (real floats; exact, -0.0/inf/NaN kept).
+
+        Parameters
+        ----------
+        x : Tensor or TensorView
+            The input: a device tensor or view of this session.
+        out : Tensor or TensorView
+            Caller-owned output of exactly the result's shape and dtype; every
+            element is overwritten. It must not overlap an input, except that it may be
+            exactly the same view as an input of the result's dtype (in place).
+
+        Returns
+        -------
+        None
+            The result is enqueued into ``out``.
+
+        Raises
+        ------
+        ValidationError
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+        UnsupportedDTypeError
+            The operation is not defined for the dtype.
+        RuntimeStateError
+            An operand is not resident on this session, or the session is closed.
+        """
+        ...
+
+    def floor_read_into(self, x: Tensor | TensorView, out: Tensor | TensorView) -> None:
+        """Elementwise round toward -inf (real floats; exact, -0.0/inf/NaN kept).
+
+        Parameters
+        ----------
+        x : Tensor or TensorView
+            The input: a device tensor or view of this session.
+        out : Tensor or TensorView
+            Caller-owned output of exactly the result's shape and dtype; every
+            element is overwritten. It must not overlap an input, except that it may be
+            exactly the same view as an input of the result's dtype (in place).
+
+        Returns
+        -------
+        None
+            The result is enqueued into ``out``.
+
+        Raises
+        ------
+        ValidationError
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+        UnsupportedDTypeError
+            The operation is not defined for the dtype.
+        RuntimeStateError
+            An operand is not resident on this session, or the session is closed.
+        """
+        ...
+
+    def ceil(self, x: Tensor | TensorView) -> Tensor:
+        """Elementwise round toward +inf (real floats; exact, ``ceil(-0.5) == -0.0``).
+
+        Parameters
+        ----------
+        x : Tensor or TensorView
+            The input: a device tensor or view of this session.
+
+        Returns
+        -------
+        Tensor
+            A new compact device tensor (the work is enqueued, not finished).
+
+        Raises
+        ------
+        ValidationError
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+        UnsupportedDTypeError
+            The operation is not defined for the dtype.
+        RuntimeStateError
+            An operand is not resident on this session, or the session is closed.
+        """
+        ...
+
+    def ceil_read(self, x: Tensor | TensorView) -> Tensor:
+        """Elementwise round toward +inf (real floats; exact, ``ceil(-0.5) == -0.0``).
+
+        Parameters
+        ----------
+        x : Tensor or TensorView
+            The input: a device tensor or view of this session.
+
+        Returns
+        -------
+        Tensor
+            A new compact device tensor (the work is enqueued, not finished).
+
+        Raises
+        ------
+        ValidationError
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+        UnsupportedDTypeError
+            The operation is not defined for the dtype.
+        RuntimeStateError
+            An operand is not resident on this session, or the session is closed.
+        """
+        ...
+
+    def ceil_into(self, x: Tensor | TensorView, out: Tensor | TensorView) -> None:
+        """Elementwise round toward +inf (real floats; exact, ``ceil(-0.5) == -0.0``).
+
+        Parameters
+        ----------
+        x : Tensor or TensorView
+            The input: a device tensor or view of this session.
+        out : Tensor or TensorView
+            Caller-owned output of exactly the result's shape and dtype; every
+            element is overwritten. It must not overlap an input, except that it may be
+            exactly the same view as an input of the result's dtype (in place).
+
+        Returns
+        -------
+        None
+            The result is enqueued into ``out``.
+
+        Raises
+        ------
+        ValidationError
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+        UnsupportedDTypeError
+            The operation is not defined for the dtype.
+        RuntimeStateError
+            An operand is not resident on this session, or the session is closed.
+        """
+        ...
+
+    def ceil_read_into(self, x: Tensor | TensorView, out: Tensor | TensorView) -> None:
+        """Elementwise round toward +inf (real floats; exact, ``ceil(-0.5) == -0.0``).
+
+        Parameters
+        ----------
+        x : Tensor or TensorView
+            The input: a device tensor or view of this session.
+        out : Tensor or TensorView
+            Caller-owned output of exactly the result's shape and dtype; every
+            element is overwritten. It must not overlap an input, except that it may be
+            exactly the same view as an input of the result's dtype (in place).
+
+        Returns
+        -------
+        None
+            The result is enqueued into ``out``.
+
+        Raises
+        ------
+        ValidationError
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+        UnsupportedDTypeError
+            The operation is not defined for the dtype.
+        RuntimeStateError
+            An operand is not resident on this session, or the session is closed.
+        """
+        ...
+
+    def round_nearest_even(self, x: Tensor | TensorView) -> Tensor:
+        """Elementwise round to the nearest integral value, ties to even (real floats).
+
+        Parameters
+        ----------
+        x : Tensor or TensorView
+            The input: a device tensor or view of this session.
+
+        Returns
+        -------
+        Tensor
+            A new compact device tensor (the work is enqueued, not finished).
+
+        Raises
+        ------
+        ValidationError
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+        UnsupportedDTypeError
+            The operation is not defined for the dtype.
+        RuntimeStateError
+            An operand is not resident on this session, or the session is closed.
+        """
+        ...
+
+    def round_nearest_even_read(self, x: Tensor | TensorView) -> Tensor:
+        """Elementwise round to the nearest integral value, ties to even (real floats).
+
+        Parameters
+        ----------
+        x : Tensor or TensorView
+            The input: a device tensor or view of this session.
+
+        Returns
+        -------
+        Tensor
+            A new compact device tensor (the work is enqueued, not finished).
+
+        Raises
+        ------
+        ValidationError
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+        UnsupportedDTypeError
+            The operation is not defined for the dtype.
+        RuntimeStateError
+            An operand is not resident on this session, or the session is closed.
+        """
+        ...
+
+    def round_nearest_even_into(self, x: Tensor | TensorView, out: Tensor | TensorView) -> None:
+        """Elementwise round to the nearest integral value, ties to even (real floats).
+
+        Parameters
+        ----------
+        x : Tensor or TensorView
+            The input: a device tensor or view of this session.
+        out : Tensor or TensorView
+            Caller-owned output of exactly the result's shape and dtype; every
+            element is overwritten. It must not overlap an input, except that it may be
+            exactly the same view as an input of the result's dtype (in place).
+
+        Returns
+        -------
+        None
+            The result is enqueued into ``out``.
+
+        Raises
+        ------
+        ValidationError
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+        UnsupportedDTypeError
+            The operation is not defined for the dtype.
+        RuntimeStateError
+            An operand is not resident on this session, or the session is closed.
+        """
+        ...
+
+    def round_nearest_even_read_into(self, x: Tensor | TensorView, out: Tensor | TensorView) -> None:
+        """Elementwise round to the nearest integral value, ties to even (real floats).
+
+        Parameters
+        ----------
+        x : Tensor or TensorView
+            The input: a device tensor or view of this session.
+        out : Tensor or TensorView
+            Caller-owned output of exactly the result's shape and dtype; every
+            element is overwritten. It must not overlap an input, except that it may be
+            exactly the same view as an input of the result's dtype (in place).
+
+        Returns
+        -------
+        None
+            The result is enqueued into ``out``.
+
+        Raises
+        ------
+        ValidationError
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+        UnsupportedDTypeError
+            The operation is not defined for the dtype.
+        RuntimeStateError
+            An operand is not resident on this session, or the session is closed.
+        """
+        ...
+
+    def round_nearest_afz(self, x: Tensor | TensorView) -> Tensor:
+        """Elementwise round to the nearest integral value, ties away from zero (real floats).
+
+        Parameters
+        ----------
+        x : Tensor or TensorView
+            The input: a device tensor or view of this session.
+
+        Returns
+        -------
+        Tensor
+            A new compact device tensor (the work is enqueued, not finished).
+
+        Raises
+        ------
+        ValidationError
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+        UnsupportedDTypeError
+            The operation is not defined for the dtype.
+        RuntimeStateError
+            An operand is not resident on this session, or the session is closed.
+        """
+        ...
+
+    def round_nearest_afz_read(self, x: Tensor | TensorView) -> Tensor:
+        """Elementwise round to the nearest integral value, ties away from zero (real floats).
+
+        Parameters
+        ----------
+        x : Tensor or TensorView
+            The input: a device tensor or view of this session.
+
+        Returns
+        -------
+        Tensor
+            A new compact device tensor (the work is enqueued, not finished).
+
+        Raises
+        ------
+        ValidationError
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+        UnsupportedDTypeError
+            The operation is not defined for the dtype.
+        RuntimeStateError
+            An operand is not resident on this session, or the session is closed.
+        """
+        ...
+
+    def round_nearest_afz_into(self, x: Tensor | TensorView, out: Tensor | TensorView) -> None:
+        """Elementwise round to the nearest integral value, ties away from zero (real floats).
+
+        Parameters
+        ----------
+        x : Tensor or TensorView
+            The input: a device tensor or view of this session.
+        out : Tensor or TensorView
+            Caller-owned output of exactly the result's shape and dtype; every
+            element is overwritten. It must not overlap an input, except that it may be
+            exactly the same view as an input of the result's dtype (in place).
+
+        Returns
+        -------
+        None
+            The result is enqueued into ``out``.
+
+        Raises
+        ------
+        ValidationError
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+        UnsupportedDTypeError
+            The operation is not defined for the dtype.
+        RuntimeStateError
+            An operand is not resident on this session, or the session is closed.
+        """
+        ...
+
+    def round_nearest_afz_read_into(self, x: Tensor | TensorView, out: Tensor | TensorView) -> None:
+        """Elementwise round to the nearest integral value, ties away from zero (real floats).
+
+        Parameters
+        ----------
+        x : Tensor or TensorView
+            The input: a device tensor or view of this session.
+        out : Tensor or TensorView
+            Caller-owned output of exactly the result's shape and dtype; every
+            element is overwritten. It must not overlap an input, except that it may be
+            exactly the same view as an input of the result's dtype (in place).
+
+        Returns
+        -------
+        None
+            The result is enqueued into ``out``.
+
+        Raises
+        ------
+        ValidationError
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+        UnsupportedDTypeError
+            The operation is not defined for the dtype.
+        RuntimeStateError
+            An operand is not resident on this session, or the session is closed.
+        """
+        ...
+
+    def is_finite(self, x: Tensor | TensorView) -> Tensor:
+        """Elementwise ``x`` is neither +-inf nor NaN, as bool (real floats).
+
+        Parameters
+        ----------
+        x : Tensor or TensorView
+            The input: a device tensor or view of this session.
+
+        Returns
+        -------
+        Tensor
+            A new compact device tensor (the work is enqueued, not finished).
+
+        Raises
+        ------
+        ValidationError
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+        UnsupportedDTypeError
+            The operation is not defined for the dtype.
+        RuntimeStateError
+            An operand is not resident on this session, or the session is closed.
+        """
+        ...
+
+    def is_finite_read(self, x: Tensor | TensorView) -> Tensor:
+        """Elementwise ``x`` is neither +-inf nor NaN, as bool (real floats).
+
+        Parameters
+        ----------
+        x : Tensor or TensorView
+            The input: a device tensor or view of this session.
+
+        Returns
+        -------
+        Tensor
+            A new compact device tensor (the work is enqueued, not finished).
+
+        Raises
+        ------
+        ValidationError
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+        UnsupportedDTypeError
+            The operation is not defined for the dtype.
+        RuntimeStateError
+            An operand is not resident on this session, or the session is closed.
+        """
+        ...
+
+    def is_finite_into(self, x: Tensor | TensorView, out: Tensor | TensorView) -> None:
+        """Elementwise ``x`` is neither +-inf nor NaN, as bool (real floats).
+
+        Parameters
+        ----------
+        x : Tensor or TensorView
+            The input: a device tensor or view of this session.
+        out : Tensor or TensorView
+            Caller-owned output of exactly the result's shape and dtype; every
+            element is overwritten. It must not overlap an input, except that it may be
+            exactly the same view as an input of the result's dtype (in place).
+
+        Returns
+        -------
+        None
+            The result is enqueued into ``out``.
+
+        Raises
+        ------
+        ValidationError
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+        UnsupportedDTypeError
+            The operation is not defined for the dtype.
+        RuntimeStateError
+            An operand is not resident on this session, or the session is closed.
+        """
+        ...
+
+    def is_finite_read_into(self, x: Tensor | TensorView, out: Tensor | TensorView) -> None:
+        """Elementwise ``x`` is neither +-inf nor NaN, as bool (real floats).
+
+        Parameters
+        ----------
+        x : Tensor or TensorView
+            The input: a device tensor or view of this session.
+        out : Tensor or TensorView
+            Caller-owned output of exactly the result's shape and dtype; every
+            element is overwritten. It must not overlap an input, except that it may be
+            exactly the same view as an input of the result's dtype (in place).
+
+        Returns
+        -------
+        None
+            The result is enqueued into ``out``.
+
+        Raises
+        ------
+        ValidationError
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+        UnsupportedDTypeError
+            The operation is not defined for the dtype.
+        RuntimeStateError
+            An operand is not resident on this session, or the session is closed.
+        """
+        ...
+
+    def real(self, x: Tensor | TensorView) -> Tensor:
+        """Elementwise real part, in the real dtype (the identity on real floats).
+
+        Parameters
+        ----------
+        x : Tensor or TensorView
+            The input: a device tensor or view of this session.
+
+        Returns
+        -------
+        Tensor
+            A new compact device tensor (the work is enqueued, not finished).
+
+        Raises
+        ------
+        ValidationError
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+        UnsupportedDTypeError
+            The operation is not defined for the dtype.
+        RuntimeStateError
+            An operand is not resident on this session, or the session is closed.
+        """
+        ...
+
+    def real_read(self, x: Tensor | TensorView) -> Tensor:
+        """Elementwise real part, in the real dtype (the identity on real floats).
+
+        Parameters
+        ----------
+        x : Tensor or TensorView
+            The input: a device tensor or view of this session.
+
+        Returns
+        -------
+        Tensor
+            A new compact device tensor (the work is enqueued, not finished).
+
+        Raises
+        ------
+        ValidationError
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+        UnsupportedDTypeError
+            The operation is not defined for the dtype.
+        RuntimeStateError
+            An operand is not resident on this session, or the session is closed.
+        """
+        ...
+
+    def real_into(self, x: Tensor | TensorView, out: Tensor | TensorView) -> None:
+        """Elementwise real part, in the real dtype (the identity on real floats).
+
+        Parameters
+        ----------
+        x : Tensor or TensorView
+            The input: a device tensor or view of this session.
+        out : Tensor or TensorView
+            Caller-owned output of exactly the result's shape and dtype; every
+            element is overwritten. It must not overlap an input, except that it may be
+            exactly the same view as an input of the result's dtype (in place).
+
+        Returns
+        -------
+        None
+            The result is enqueued into ``out``.
+
+        Raises
+        ------
+        ValidationError
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+        UnsupportedDTypeError
+            The operation is not defined for the dtype.
+        RuntimeStateError
+            An operand is not resident on this session, or the session is closed.
+        """
+        ...
+
+    def real_read_into(self, x: Tensor | TensorView, out: Tensor | TensorView) -> None:
+        """Elementwise real part, in the real dtype (the identity on real floats).
+
+        Parameters
+        ----------
+        x : Tensor or TensorView
+            The input: a device tensor or view of this session.
+        out : Tensor or TensorView
+            Caller-owned output of exactly the result's shape and dtype; every
+            element is overwritten. It must not overlap an input, except that it may be
+            exactly the same view as an input of the result's dtype (in place).
+
+        Returns
+        -------
+        None
+            The result is enqueued into ``out``.
+
+        Raises
+        ------
+        ValidationError
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+        UnsupportedDTypeError
+            The operation is not defined for the dtype.
+        RuntimeStateError
+            An operand is not resident on this session, or the session is closed.
+        """
+        ...
+
+    def imag(self, x: Tensor | TensorView) -> Tensor:
+        """Elementwise imaginary part, in the real dtype (+0.0 for real floats).
+
+        Parameters
+        ----------
+        x : Tensor or TensorView
+            The input: a device tensor or view of this session.
+
+        Returns
+        -------
+        Tensor
+            A new compact device tensor (the work is enqueued, not finished).
+
+        Raises
+        ------
+        ValidationError
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+        UnsupportedDTypeError
+            The operation is not defined for the dtype.
+        RuntimeStateError
+            An operand is not resident on this session, or the session is closed.
+        """
+        ...
+
+    def imag_read(self, x: Tensor | TensorView) -> Tensor:
+        """Elementwise imaginary part, in the real dtype (+0.0 for real floats).
+
+        Parameters
+        ----------
+        x : Tensor or TensorView
+            The input: a device tensor or view of this session.
+
+        Returns
+        -------
+        Tensor
+            A new compact device tensor (the work is enqueued, not finished).
+
+        Raises
+        ------
+        ValidationError
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+        UnsupportedDTypeError
+            The operation is not defined for the dtype.
+        RuntimeStateError
+            An operand is not resident on this session, or the session is closed.
+        """
+        ...
+
+    def imag_into(self, x: Tensor | TensorView, out: Tensor | TensorView) -> None:
+        """Elementwise imaginary part, in the real dtype (+0.0 for real floats).
+
+        Parameters
+        ----------
+        x : Tensor or TensorView
+            The input: a device tensor or view of this session.
+        out : Tensor or TensorView
+            Caller-owned output of exactly the result's shape and dtype; every
+            element is overwritten. It must not overlap an input, except that it may be
+            exactly the same view as an input of the result's dtype (in place).
+
+        Returns
+        -------
+        None
+            The result is enqueued into ``out``.
+
+        Raises
+        ------
+        ValidationError
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+        UnsupportedDTypeError
+            The operation is not defined for the dtype.
+        RuntimeStateError
+            An operand is not resident on this session, or the session is closed.
+        """
+        ...
+
+    def imag_read_into(self, x: Tensor | TensorView, out: Tensor | TensorView) -> None:
+        """Elementwise imaginary part, in the real dtype (+0.0 for real floats).
+
+        Parameters
+        ----------
+        x : Tensor or TensorView
+            The input: a device tensor or view of this session.
+        out : Tensor or TensorView
+            Caller-owned output of exactly the result's shape and dtype; every
+            element is overwritten. It must not overlap an input, except that it may be
+            exactly the same view as an input of the result's dtype (in place).
+
+        Returns
+        -------
+        None
+            The result is enqueued into ``out``.
+
+        Raises
+        ------
+        ValidationError
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+        UnsupportedDTypeError
+            The operation is not defined for the dtype.
+        RuntimeStateError
+            An operand is not resident on this session, or the session is closed.
+        """
+        ...
+
+    def complex(self, lhs: Tensor | TensorView, rhs: Tensor | TensorView) -> Tensor:
+        """Elementwise ``lhs + i * rhs`` from float32 or float64 parts (complex64 or complex128).
+
+        Parameters
+        ----------
+        lhs, rhs : Tensor or TensorView
+            Device operands of this session with one dtype and one shape; a rank-0
+            operand broadcasts.
+
+        Returns
+        -------
+        Tensor
+            A new compact device tensor (the work is enqueued, not finished).
+
+        Raises
+        ------
+        ValidationError
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+        UnsupportedDTypeError
+            The operation is not defined for the dtype.
+        RuntimeStateError
+            An operand is not resident on this session, or the session is closed.
+        """
+        ...
+
+    def complex_read(self, lhs: Tensor | TensorView, rhs: Tensor | TensorView) -> Tensor:
+        """Elementwise ``lhs + i * rhs`` from float32 or float64 parts (complex64 or complex128).
+
+        Parameters
+        ----------
+        lhs, rhs : Tensor or TensorView
+            Device operands of this session with one dtype and one shape; a rank-0
+            operand broadcasts.
+
+        Returns
+        -------
+        Tensor
+            A new compact device tensor (the work is enqueued, not finished).
+
+        Raises
+        ------
+        ValidationError
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+        UnsupportedDTypeError
+            The operation is not defined for the dtype.
+        RuntimeStateError
+            An operand is not resident on this session, or the session is closed.
+        """
+        ...
+
+    def complex_into(self, lhs: Tensor | TensorView, rhs: Tensor | TensorView, out: Tensor | TensorView) -> None:
+        """Elementwise ``lhs + i * rhs`` from float32 or float64 parts (complex64 or complex128).
+
+        Parameters
+        ----------
+        lhs, rhs : Tensor or TensorView
+            Device operands of this session with one dtype and one shape; a rank-0
+            operand broadcasts.
+        out : Tensor or TensorView
+            Caller-owned output of exactly the result's shape and dtype; every
+            element is overwritten. It must not overlap an input, except that it may be
+            exactly the same view as an input of the result's dtype (in place).
+
+        Returns
+        -------
+        None
+            The result is enqueued into ``out``.
+
+        Raises
+        ------
+        ValidationError
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+        UnsupportedDTypeError
+            The operation is not defined for the dtype.
+        RuntimeStateError
+            An operand is not resident on this session, or the session is closed.
+        """
+        ...
+
+    def complex_read_into(self, lhs: Tensor | TensorView, rhs: Tensor | TensorView, out: Tensor | TensorView) -> None:
+        """Elementwise ``lhs + i * rhs`` from float32 or float64 parts (complex64 or complex128).
+
+        Parameters
+        ----------
+        lhs, rhs : Tensor or TensorView
+            Device operands of this session with one dtype and one shape; a rank-0
+            operand broadcasts.
+        out : Tensor or TensorView
+            Caller-owned output of exactly the result's shape and dtype; every
+            element is overwritten. It must not overlap an input, except that it may be
+            exactly the same view as an input of the result's dtype (in place).
+
+        Returns
+        -------
+        None
+            The result is enqueued into ``out``.
+
+        Raises
+        ------
+        ValidationError
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+        UnsupportedDTypeError
+            The operation is not defined for the dtype.
+        RuntimeStateError
+            An operand is not resident on this session, or the session is closed.
+        """
+        ...
+
+    def bitwise_and(self, lhs: Tensor | TensorView, rhs: Tensor | TensorView) -> Tensor:
+        """Elementwise AND: logical on bool, bitwise on integers (StableHLO ``and``).
+
+        Parameters
+        ----------
+        lhs, rhs : Tensor or TensorView
+            Device operands of this session with one dtype and one shape; a rank-0
+            operand broadcasts.
+
+        Returns
+        -------
+        Tensor
+            A new compact device tensor (the work is enqueued, not finished).
+
+        Raises
+        ------
+        ValidationError
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+        UnsupportedDTypeError
+            The operation is not defined for the dtype.
+        RuntimeStateError
+            An operand is not resident on this session, or the session is closed.
+        """
+        ...
+
+    def bitwise_and_read(self, lhs: Tensor | TensorView, rhs: Tensor | TensorView) -> Tensor:
+        """Elementwise AND: logical on bool, bitwise on integers (StableHLO ``and``).
+
+        Parameters
+        ----------
+        lhs, rhs : Tensor or TensorView
+            Device operands of this session with one dtype and one shape; a rank-0
+            operand broadcasts.
+
+        Returns
+        -------
+        Tensor
+            A new compact device tensor (the work is enqueued, not finished).
+
+        Raises
+        ------
+        ValidationError
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+        UnsupportedDTypeError
+            The operation is not defined for the dtype.
+        RuntimeStateError
+            An operand is not resident on this session, or the session is closed.
+        """
+        ...
+
+    def bitwise_and_into(self, lhs: Tensor | TensorView, rhs: Tensor | TensorView, out: Tensor | TensorView) -> None:
+        """Elementwise AND: logical on bool, bitwise on integers (StableHLO ``and``).
+
+        Parameters
+        ----------
+        lhs, rhs : Tensor or TensorView
+            Device operands of this session with one dtype and one shape; a rank-0
+            operand broadcasts.
+        out : Tensor or TensorView
+            Caller-owned output of exactly the result's shape and dtype; every
+            element is overwritten. It must not overlap an input, except that it may be
+            exactly the same view as an input of the result's dtype (in place).
+
+        Returns
+        -------
+        None
+            The result is enqueued into ``out``.
+
+        Raises
+        ------
+        ValidationError
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+        UnsupportedDTypeError
+            The operation is not defined for the dtype.
+        RuntimeStateError
+            An operand is not resident on this session, or the session is closed.
+        """
+        ...
+
+    def bitwise_and_read_into(self, lhs: Tensor | TensorView, rhs: Tensor | TensorView, out: Tensor | TensorView) -> None:
+        """Elementwise AND: logical on bool, bitwise on integers (StableHLO ``and``).
+
+        Parameters
+        ----------
+        lhs, rhs : Tensor or TensorView
+            Device operands of this session with one dtype and one shape; a rank-0
+            operand broadcasts.
+        out : Tensor or TensorView
+            Caller-owned output of exactly the result's shape and dtype; every
+            element is overwritten. It must not overlap an input, except that it may be
+            exactly the same view as an input of the result's dtype (in place).
+
+        Returns
+        -------
+        None
+            The result is enqueued into ``out``.
+
+        Raises
+        ------
+        ValidationError
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+        UnsupportedDTypeError
+            The operation is not defined for the dtype.
+        RuntimeStateError
+            An operand is not resident on this session, or the session is closed.
+        """
+        ...
+
+    def bitwise_or(self, lhs: Tensor | TensorView, rhs: Tensor | TensorView) -> Tensor:
+        """Elementwise OR: logical on bool, bitwise on integers (StableHLO ``or``).
+
+        Parameters
+        ----------
+        lhs, rhs : Tensor or TensorView
+            Device operands of this session with one dtype and one shape; a rank-0
+            operand broadcasts.
+
+        Returns
+        -------
+        Tensor
+            A new compact device tensor (the work is enqueued, not finished).
+
+        Raises
+        ------
+        ValidationError
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+        UnsupportedDTypeError
+            The operation is not defined for the dtype.
+        RuntimeStateError
+            An operand is not resident on this session, or the session is closed.
+        """
+        ...
+
+    def bitwise_or_read(self, lhs: Tensor | TensorView, rhs: Tensor | TensorView) -> Tensor:
+        """Elementwise OR: logical on bool, bitwise on integers (StableHLO ``or``).
+
+        Parameters
+        ----------
+        lhs, rhs : Tensor or TensorView
+            Device operands of this session with one dtype and one shape; a rank-0
+            operand broadcasts.
+
+        Returns
+        -------
+        Tensor
+            A new compact device tensor (the work is enqueued, not finished).
+
+        Raises
+        ------
+        ValidationError
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+        UnsupportedDTypeError
+            The operation is not defined for the dtype.
+        RuntimeStateError
+            An operand is not resident on this session, or the session is closed.
+        """
+        ...
+
+    def bitwise_or_into(self, lhs: Tensor | TensorView, rhs: Tensor | TensorView, out: Tensor | TensorView) -> None:
+        """Elementwise OR: logical on bool, bitwise on integers (StableHLO ``or``).
+
+        Parameters
+        ----------
+        lhs, rhs : Tensor or TensorView
+            Device operands of this session with one dtype and one shape; a rank-0
+            operand broadcasts.
+        out : Tensor or TensorView
+            Caller-owned output of exactly the result's shape and dtype; every
+            element is overwritten. It must not overlap an input, except that it may be
+            exactly the same view as an input of the result's dtype (in place).
+
+        Returns
+        -------
+        None
+            The result is enqueued into ``out``.
+
+        Raises
+        ------
+        ValidationError
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+        UnsupportedDTypeError
+            The operation is not defined for the dtype.
+        RuntimeStateError
+            An operand is not resident on this session, or the session is closed.
+        """
+        ...
+
+    def bitwise_or_read_into(self, lhs: Tensor | TensorView, rhs: Tensor | TensorView, out: Tensor | TensorView) -> None:
+        """Elementwise OR: logical on bool, bitwise on integers (StableHLO ``or``).
+
+        Parameters
+        ----------
+        lhs, rhs : Tensor or TensorView
+            Device operands of this session with one dtype and one shape; a rank-0
+            operand broadcasts.
+        out : Tensor or TensorView
+            Caller-owned output of exactly the result's shape and dtype; every
+            element is overwritten. It must not overlap an input, except that it may be
+            exactly the same view as an input of the result's dtype (in place).
+
+        Returns
+        -------
+        None
+            The result is enqueued into ``out``.
+
+        Raises
+        ------
+        ValidationError
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+        UnsupportedDTypeError
+            The operation is not defined for the dtype.
+        RuntimeStateError
+            An operand is not resident on this session, or the session is closed.
+        """
+        ...
+
+    def bitwise_xor(self, lhs: Tensor | TensorView, rhs: Tensor | TensorView) -> Tensor:
+        """Elementwise XOR: logical on bool, bitwise on integers (StableHLO ``xor``).
+
+        Parameters
+        ----------
+        lhs, rhs : Tensor or TensorView
+            Device operands of this session with one dtype and one shape; a rank-0
+            operand broadcasts.
+
+        Returns
+        -------
+        Tensor
+            A new compact device tensor (the work is enqueued, not finished).
+
+        Raises
+        ------
+        ValidationError
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+        UnsupportedDTypeError
+            The operation is not defined for the dtype.
+        RuntimeStateError
+            An operand is not resident on this session, or the session is closed.
+        """
+        ...
+
+    def bitwise_xor_read(self, lhs: Tensor | TensorView, rhs: Tensor | TensorView) -> Tensor:
+        """Elementwise XOR: logical on bool, bitwise on integers (StableHLO ``xor``).
+
+        Parameters
+        ----------
+        lhs, rhs : Tensor or TensorView
+            Device operands of this session with one dtype and one shape; a rank-0
+            operand broadcasts.
+
+        Returns
+        -------
+        Tensor
+            A new compact device tensor (the work is enqueued, not finished).
+
+        Raises
+        ------
+        ValidationError
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+        UnsupportedDTypeError
+            The operation is not defined for the dtype.
+        RuntimeStateError
+            An operand is not resident on this session, or the session is closed.
+        """
+        ...
+
+    def bitwise_xor_into(self, lhs: Tensor | TensorView, rhs: Tensor | TensorView, out: Tensor | TensorView) -> None:
+        """Elementwise XOR: logical on bool, bitwise on integers (StableHLO ``xor``).
+
+        Parameters
+        ----------
+        lhs, rhs : Tensor or TensorView
+            Device operands of this session with one dtype and one shape; a rank-0
+            operand broadcasts.
+        out : Tensor or TensorView
+            Caller-owned output of exactly the result's shape and dtype; every
+            element is overwritten. It must not overlap an input, except that it may be
+            exactly the same view as an input of the result's dtype (in place).
+
+        Returns
+        -------
+        None
+            The result is enqueued into ``out``.
+
+        Raises
+        ------
+        ValidationError
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+        UnsupportedDTypeError
+            The operation is not defined for the dtype.
+        RuntimeStateError
+            An operand is not resident on this session, or the session is closed.
+        """
+        ...
+
+    def bitwise_xor_read_into(self, lhs: Tensor | TensorView, rhs: Tensor | TensorView, out: Tensor | TensorView) -> None:
+        """Elementwise XOR: logical on bool, bitwise on integers (StableHLO ``xor``).
+
+        Parameters
+        ----------
+        lhs, rhs : Tensor or TensorView
+            Device operands of this session with one dtype and one shape; a rank-0
+            operand broadcasts.
+        out : Tensor or TensorView
+            Caller-owned output of exactly the result's shape and dtype; every
+            element is overwritten. It must not overlap an input, except that it may be
+            exactly the same view as an input of the result's dtype (in place).
+
+        Returns
+        -------
+        None
+            The result is enqueued into ``out``.
+
+        Raises
+        ------
+        ValidationError
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+        UnsupportedDTypeError
+            The operation is not defined for the dtype.
+        RuntimeStateError
+            An operand is not resident on this session, or the session is closed.
+        """
+        ...
+
+    def bitwise_not(self, x: Tensor | TensorView) -> Tensor:
+        """Elementwise NOT: logical on bool, bitwise on integers (StableHLO ``not``).
+
+        Parameters
+        ----------
+        x : Tensor or TensorView
+            The input: a device tensor or view of this session.
+
+        Returns
+        -------
+        Tensor
+            A new compact device tensor (the work is enqueued, not finished).
+
+        Raises
+        ------
+        ValidationError
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+        UnsupportedDTypeError
+            The operation is not defined for the dtype.
+        RuntimeStateError
+            An operand is not resident on this session, or the session is closed.
+        """
+        ...
+
+    def bitwise_not_read(self, x: Tensor | TensorView) -> Tensor:
+        """Elementwise NOT: logical on bool, bitwise on integers (StableHLO ``not``).
+
+        Parameters
+        ----------
+        x : Tensor or TensorView
+            The input: a device tensor or view of this session.
+
+        Returns
+        -------
+        Tensor
+            A new compact device tensor (the work is enqueued, not finished).
+
+        Raises
+        ------
+        ValidationError
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+        UnsupportedDTypeError
+            The operation is not defined for the dtype.
+        RuntimeStateError
+            An operand is not resident on this session, or the session is closed.
+        """
+        ...
+
+    def bitwise_not_into(self, x: Tensor | TensorView, out: Tensor | TensorView) -> None:
+        """Elementwise NOT: logical on bool, bitwise on integers (StableHLO ``not``).
+
+        Parameters
+        ----------
+        x : Tensor or TensorView
+            The input: a device tensor or view of this session.
+        out : Tensor or TensorView
+            Caller-owned output of exactly the result's shape and dtype; every
+            element is overwritten. It must not overlap an input, except that it may be
+            exactly the same view as an input of the result's dtype (in place).
+
+        Returns
+        -------
+        None
+            The result is enqueued into ``out``.
+
+        Raises
+        ------
+        ValidationError
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+        UnsupportedDTypeError
+            The operation is not defined for the dtype.
+        RuntimeStateError
+            An operand is not resident on this session, or the session is closed.
+        """
+        ...
+
+    def bitwise_not_read_into(self, x: Tensor | TensorView, out: Tensor | TensorView) -> None:
+        """Elementwise NOT: logical on bool, bitwise on integers (StableHLO ``not``).
+
+        Parameters
+        ----------
+        x : Tensor or TensorView
+            The input: a device tensor or view of this session.
+        out : Tensor or TensorView
+            Caller-owned output of exactly the result's shape and dtype; every
+            element is overwritten. It must not overlap an input, except that it may be
+            exactly the same view as an input of the result's dtype (in place).
+
+        Returns
+        -------
+        None
+            The result is enqueued into ``out``.
+
+        Raises
+        ------
+        ValidationError
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+        UnsupportedDTypeError
+            The operation is not defined for the dtype.
+        RuntimeStateError
+            An operand is not resident on this session, or the session is closed.
+        """
+        ...
+
+    def shift_left(self, lhs: Tensor | TensorView, rhs: Tensor | TensorView) -> Tensor:
+        """Elementwise ``lhs << rhs`` (integers); a shift of the bit width or more (``rhs`` read as unsigned) gives 0.
+
+        Parameters
+        ----------
+        lhs, rhs : Tensor or TensorView
+            Device operands of this session with one dtype and one shape; a rank-0
+            operand broadcasts.
+
+        Returns
+        -------
+        Tensor
+            A new compact device tensor (the work is enqueued, not finished).
+
+        Raises
+        ------
+        ValidationError
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+        UnsupportedDTypeError
+            The operation is not defined for the dtype.
+        RuntimeStateError
+            An operand is not resident on this session, or the session is closed.
+        """
+        ...
+
+    def shift_left_read(self, lhs: Tensor | TensorView, rhs: Tensor | TensorView) -> Tensor:
+        """Elementwise ``lhs << rhs`` (integers); a shift of the bit width or more (``rhs`` read as unsigned) gives 0.
+
+        Parameters
+        ----------
+        lhs, rhs : Tensor or TensorView
+            Device operands of this session with one dtype and one shape; a rank-0
+            operand broadcasts.
+
+        Returns
+        -------
+        Tensor
+            A new compact device tensor (the work is enqueued, not finished).
+
+        Raises
+        ------
+        ValidationError
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+        UnsupportedDTypeError
+            The operation is not defined for the dtype.
+        RuntimeStateError
+            An operand is not resident on this session, or the session is closed.
+        """
+        ...
+
+    def shift_left_into(self, lhs: Tensor | TensorView, rhs: Tensor | TensorView, out: Tensor | TensorView) -> None:
+        """Elementwise ``lhs << rhs`` (integers); a shift of the bit width or more (``rhs`` read as unsigned) gives 0.
+
+        Parameters
+        ----------
+        lhs, rhs : Tensor or TensorView
+            Device operands of this session with one dtype and one shape; a rank-0
+            operand broadcasts.
+        out : Tensor or TensorView
+            Caller-owned output of exactly the result's shape and dtype; every
+            element is overwritten. It must not overlap an input, except that it may be
+            exactly the same view as an input of the result's dtype (in place).
+
+        Returns
+        -------
+        None
+            The result is enqueued into ``out``.
+
+        Raises
+        ------
+        ValidationError
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+        UnsupportedDTypeError
+            The operation is not defined for the dtype.
+        RuntimeStateError
+            An operand is not resident on this session, or the session is closed.
+        """
+        ...
+
+    def shift_left_read_into(self, lhs: Tensor | TensorView, rhs: Tensor | TensorView, out: Tensor | TensorView) -> None:
+        """Elementwise ``lhs << rhs`` (integers); a shift of the bit width or more (``rhs`` read as unsigned) gives 0.
+
+        Parameters
+        ----------
+        lhs, rhs : Tensor or TensorView
+            Device operands of this session with one dtype and one shape; a rank-0
+            operand broadcasts.
+        out : Tensor or TensorView
+            Caller-owned output of exactly the result's shape and dtype; every
+            element is overwritten. It must not overlap an input, except that it may be
+            exactly the same view as an input of the result's dtype (in place).
+
+        Returns
+        -------
+        None
+            The result is enqueued into ``out``.
+
+        Raises
+        ------
+        ValidationError
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+        UnsupportedDTypeError
+            The operation is not defined for the dtype.
+        RuntimeStateError
+            An operand is not resident on this session, or the session is closed.
+        """
+        ...
+
+    def shift_right_logical(self, lhs: Tensor | TensorView, rhs: Tensor | TensorView) -> Tensor:
+        """Elementwise logical ``lhs >> rhs`` (integers, zero fill); a shift of the bit width or more (``rhs`` read as unsigned) gives 0.
+
+        Parameters
+        ----------
+        lhs, rhs : Tensor or TensorView
+            Device operands of this session with one dtype and one shape; a rank-0
+            operand broadcasts.
+
+        Returns
+        -------
+        Tensor
+            A new compact device tensor (the work is enqueued, not finished).
+
+        Raises
+        ------
+        ValidationError
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+        UnsupportedDTypeError
+            The operation is not defined for the dtype.
+        RuntimeStateError
+            An operand is not resident on this session, or the session is closed.
+        """
+        ...
+
+    def shift_right_logical_read(self, lhs: Tensor | TensorView, rhs: Tensor | TensorView) -> Tensor:
+        """Elementwise logical ``lhs >> rhs`` (integers, zero fill); a shift of the bit width or more (``rhs`` read as unsigned) gives 0.
+
+        Parameters
+        ----------
+        lhs, rhs : Tensor or TensorView
+            Device operands of this session with one dtype and one shape; a rank-0
+            operand broadcasts.
+
+        Returns
+        -------
+        Tensor
+            A new compact device tensor (the work is enqueued, not finished).
+
+        Raises
+        ------
+        ValidationError
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+        UnsupportedDTypeError
+            The operation is not defined for the dtype.
+        RuntimeStateError
+            An operand is not resident on this session, or the session is closed.
+        """
+        ...
+
+    def shift_right_logical_into(self, lhs: Tensor | TensorView, rhs: Tensor | TensorView, out: Tensor | TensorView) -> None:
+        """Elementwise logical ``lhs >> rhs`` (integers, zero fill); a shift of the bit width or more (``rhs`` read as unsigned) gives 0.
+
+        Parameters
+        ----------
+        lhs, rhs : Tensor or TensorView
+            Device operands of this session with one dtype and one shape; a rank-0
+            operand broadcasts.
+        out : Tensor or TensorView
+            Caller-owned output of exactly the result's shape and dtype; every
+            element is overwritten. It must not overlap an input, except that it may be
+            exactly the same view as an input of the result's dtype (in place).
+
+        Returns
+        -------
+        None
+            The result is enqueued into ``out``.
+
+        Raises
+        ------
+        ValidationError
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+        UnsupportedDTypeError
+            The operation is not defined for the dtype.
+        RuntimeStateError
+            An operand is not resident on this session, or the session is closed.
+        """
+        ...
+
+    def shift_right_logical_read_into(self, lhs: Tensor | TensorView, rhs: Tensor | TensorView, out: Tensor | TensorView) -> None:
+        """Elementwise logical ``lhs >> rhs`` (integers, zero fill); a shift of the bit width or more (``rhs`` read as unsigned) gives 0.
+
+        Parameters
+        ----------
+        lhs, rhs : Tensor or TensorView
+            Device operands of this session with one dtype and one shape; a rank-0
+            operand broadcasts.
+        out : Tensor or TensorView
+            Caller-owned output of exactly the result's shape and dtype; every
+            element is overwritten. It must not overlap an input, except that it may be
+            exactly the same view as an input of the result's dtype (in place).
+
+        Returns
+        -------
+        None
+            The result is enqueued into ``out``.
+
+        Raises
+        ------
+        ValidationError
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+        UnsupportedDTypeError
+            The operation is not defined for the dtype.
+        RuntimeStateError
+            An operand is not resident on this session, or the session is closed.
+        """
+        ...
+
+    def shift_right_arithmetic(self, lhs: Tensor | TensorView, rhs: Tensor | TensorView) -> Tensor:
+        """Elementwise arithmetic ``lhs >> rhs`` (integers, the top bit fills); a shift of the bit width or more (``rhs`` read as unsigned) gives 0 or -1 (all ones) by the top bit.
+
+        Parameters
+        ----------
+        lhs, rhs : Tensor or TensorView
+            Device operands of this session with one dtype and one shape; a rank-0
+            operand broadcasts.
+
+        Returns
+        -------
+        Tensor
+            A new compact device tensor (the work is enqueued, not finished).
+
+        Raises
+        ------
+        ValidationError
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+        UnsupportedDTypeError
+            The operation is not defined for the dtype.
+        RuntimeStateError
+            An operand is not resident on this session, or the session is closed.
+        """
+        ...
+
+    def shift_right_arithmetic_read(self, lhs: Tensor | TensorView, rhs: Tensor | TensorView) -> Tensor:
+        """Elementwise arithmetic ``lhs >> rhs`` (integers, the top bit fills); a shift of the bit width or more (``rhs`` read as unsigned) gives 0 or -1 (all ones) by the top bit.
+
+        Parameters
+        ----------
+        lhs, rhs : Tensor or TensorView
+            Device operands of this session with one dtype and one shape; a rank-0
+            operand broadcasts.
+
+        Returns
+        -------
+        Tensor
+            A new compact device tensor (the work is enqueued, not finished).
+
+        Raises
+        ------
+        ValidationError
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+        UnsupportedDTypeError
+            The operation is not defined for the dtype.
+        RuntimeStateError
+            An operand is not resident on this session, or the session is closed.
+        """
+        ...
+
+    def shift_right_arithmetic_into(self, lhs: Tensor | TensorView, rhs: Tensor | TensorView, out: Tensor | TensorView) -> None:
+        """Elementwise arithmetic ``lhs >> rhs`` (integers, the top bit fills); a shift of the bit width or more (``rhs`` read as unsigned) gives 0 or -1 (all ones) by the top bit.
+
+        Parameters
+        ----------
+        lhs, rhs : Tensor or TensorView
+            Device operands of this session with one dtype and one shape; a rank-0
+            operand broadcasts.
+        out : Tensor or TensorView
+            Caller-owned output of exactly the result's shape and dtype; every
+            element is overwritten. It must not overlap an input, except that it may be
+            exactly the same view as an input of the result's dtype (in place).
+
+        Returns
+        -------
+        None
+            The result is enqueued into ``out``.
+
+        Raises
+        ------
+        ValidationError
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+        UnsupportedDTypeError
+            The operation is not defined for the dtype.
+        RuntimeStateError
+            An operand is not resident on this session, or the session is closed.
+        """
+        ...
+
+    def shift_right_arithmetic_read_into(self, lhs: Tensor | TensorView, rhs: Tensor | TensorView, out: Tensor | TensorView) -> None:
+        """Elementwise arithmetic ``lhs >> rhs`` (integers, the top bit fills); a shift of the bit width or more (``rhs`` read as unsigned) gives 0 or -1 (all ones) by the top bit.
+
+        Parameters
+        ----------
+        lhs, rhs : Tensor or TensorView
+            Device operands of this session with one dtype and one shape; a rank-0
+            operand broadcasts.
+        out : Tensor or TensorView
+            Caller-owned output of exactly the result's shape and dtype; every
+            element is overwritten. It must not overlap an input, except that it may be
+            exactly the same view as an input of the result's dtype (in place).
+
+        Returns
+        -------
+        None
+            The result is enqueued into ``out``.
+
+        Raises
+        ------
+        ValidationError
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+        UnsupportedDTypeError
+            The operation is not defined for the dtype.
+        RuntimeStateError
+            An operand is not resident on this session, or the session is closed.
+        """
+        ...
+
+    def popcnt(self, x: Tensor | TensorView) -> Tensor:
+        """Elementwise number of set bits (integers; result in the input dtype).
+
+        Parameters
+        ----------
+        x : Tensor or TensorView
+            The input: a device tensor or view of this session.
+
+        Returns
+        -------
+        Tensor
+            A new compact device tensor (the work is enqueued, not finished).
+
+        Raises
+        ------
+        ValidationError
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+        UnsupportedDTypeError
+            The operation is not defined for the dtype.
+        RuntimeStateError
+            An operand is not resident on this session, or the session is closed.
+        """
+        ...
+
+    def popcnt_read(self, x: Tensor | TensorView) -> Tensor:
+        """Elementwise number of set bits (integers; result in the input dtype).
+
+        Parameters
+        ----------
+        x : Tensor or TensorView
+            The input: a device tensor or view of this session.
+
+        Returns
+        -------
+        Tensor
+            A new compact device tensor (the work is enqueued, not finished).
+
+        Raises
+        ------
+        ValidationError
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+        UnsupportedDTypeError
+            The operation is not defined for the dtype.
+        RuntimeStateError
+            An operand is not resident on this session, or the session is closed.
+        """
+        ...
+
+    def popcnt_into(self, x: Tensor | TensorView, out: Tensor | TensorView) -> None:
+        """Elementwise number of set bits (integers; result in the input dtype).
+
+        Parameters
+        ----------
+        x : Tensor or TensorView
+            The input: a device tensor or view of this session.
+        out : Tensor or TensorView
+            Caller-owned output of exactly the result's shape and dtype; every
+            element is overwritten. It must not overlap an input, except that it may be
+            exactly the same view as an input of the result's dtype (in place).
+
+        Returns
+        -------
+        None
+            The result is enqueued into ``out``.
+
+        Raises
+        ------
+        ValidationError
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+        UnsupportedDTypeError
+            The operation is not defined for the dtype.
+        RuntimeStateError
+            An operand is not resident on this session, or the session is closed.
+        """
+        ...
+
+    def popcnt_read_into(self, x: Tensor | TensorView, out: Tensor | TensorView) -> None:
+        """Elementwise number of set bits (integers; result in the input dtype).
+
+        Parameters
+        ----------
+        x : Tensor or TensorView
+            The input: a device tensor or view of this session.
+        out : Tensor or TensorView
+            Caller-owned output of exactly the result's shape and dtype; every
+            element is overwritten. It must not overlap an input, except that it may be
+            exactly the same view as an input of the result's dtype (in place).
+
+        Returns
+        -------
+        None
+            The result is enqueued into ``out``.
+
+        Raises
+        ------
+        ValidationError
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+        UnsupportedDTypeError
+            The operation is not defined for the dtype.
+        RuntimeStateError
+            An operand is not resident on this session, or the session is closed.
+        """
+        ...
+
+    def count_leading_zeros(self, x: Tensor | TensorView) -> Tensor:
+        """Elementwise number of leading zero bits (integers; the bit width for 0).
+
+        Parameters
+        ----------
+        x : Tensor or TensorView
+            The input: a device tensor or view of this session.
+
+        Returns
+        -------
+        Tensor
+            A new compact device tensor (the work is enqueued, not finished).
+
+        Raises
+        ------
+        ValidationError
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+        UnsupportedDTypeError
+            The operation is not defined for the dtype.
+        RuntimeStateError
+            An operand is not resident on this session, or the session is closed.
+        """
+        ...
+
+    def count_leading_zeros_read(self, x: Tensor | TensorView) -> Tensor:
+        """Elementwise number of leading zero bits (integers; the bit width for 0).
+
+        Parameters
+        ----------
+        x : Tensor or TensorView
+            The input: a device tensor or view of this session.
+
+        Returns
+        -------
+        Tensor
+            A new compact device tensor (the work is enqueued, not finished).
+
+        Raises
+        ------
+        ValidationError
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+        UnsupportedDTypeError
+            The operation is not defined for the dtype.
+        RuntimeStateError
+            An operand is not resident on this session, or the session is closed.
+        """
+        ...
+
+    def count_leading_zeros_into(self, x: Tensor | TensorView, out: Tensor | TensorView) -> None:
+        """Elementwise number of leading zero bits (integers; the bit width for 0).
+
+        Parameters
+        ----------
+        x : Tensor or TensorView
+            The input: a device tensor or view of this session.
+        out : Tensor or TensorView
+            Caller-owned output of exactly the result's shape and dtype; every
+            element is overwritten. It must not overlap an input, except that it may be
+            exactly the same view as an input of the result's dtype (in place).
+
+        Returns
+        -------
+        None
+            The result is enqueued into ``out``.
+
+        Raises
+        ------
+        ValidationError
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+        UnsupportedDTypeError
+            The operation is not defined for the dtype.
+        RuntimeStateError
+            An operand is not resident on this session, or the session is closed.
+        """
+        ...
+
+    def count_leading_zeros_read_into(self, x: Tensor | TensorView, out: Tensor | TensorView) -> None:
+        """Elementwise number of leading zero bits (integers; the bit width for 0).
+
+        Parameters
+        ----------
+        x : Tensor or TensorView
+            The input: a device tensor or view of this session.
+        out : Tensor or TensorView
+            Caller-owned output of exactly the result's shape and dtype; every
+            element is overwritten. It must not overlap an input, except that it may be
+            exactly the same view as an input of the result's dtype (in place).
+
+        Returns
+        -------
+        None
+            The result is enqueued into ``out``.
+
+        Raises
+        ------
+        ValidationError
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+        UnsupportedDTypeError
+            The operation is not defined for the dtype.
+        RuntimeStateError
+            An operand is not resident on this session, or the session is closed.
+        """
+        ...
+
     def compare(self, lhs: Tensor | TensorView, rhs: Tensor | TensorView, direction: CompareDir | str) -> Tensor:
         """Elementwise comparison ``lhs <direction> rhs`` giving bool; complex operands take EQ and NE only.
 
@@ -2089,6 +3886,426 @@ class SessionOps:
         """
         ...
 
+    def logistic(self, x: Tensor | TensorView) -> Tensor:
+        """Elementwise ``1 / (1 + exp(-x))``.
+
+        Parameters
+        ----------
+        x : Tensor or TensorView
+            The input: a device tensor or view of this session.
+
+        Returns
+        -------
+        Tensor
+            A new compact device tensor (the work is enqueued, not finished).
+
+        Raises
+        ------
+        ValidationError
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+        UnsupportedDTypeError
+            The operation is not defined for the dtype.
+        RuntimeStateError
+            An operand is not resident on this session, or the session is closed.
+        """
+        ...
+
+    def logistic_read(self, x: Tensor | TensorView) -> Tensor:
+        """Elementwise ``1 / (1 + exp(-x))``.
+
+        Parameters
+        ----------
+        x : Tensor or TensorView
+            The input: a device tensor or view of this session.
+
+        Returns
+        -------
+        Tensor
+            A new compact device tensor (the work is enqueued, not finished).
+
+        Raises
+        ------
+        ValidationError
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+        UnsupportedDTypeError
+            The operation is not defined for the dtype.
+        RuntimeStateError
+            An operand is not resident on this session, or the session is closed.
+        """
+        ...
+
+    def logistic_into(self, x: Tensor | TensorView, out: Tensor | TensorView) -> None:
+        """Elementwise ``1 / (1 + exp(-x))``.
+
+        Parameters
+        ----------
+        x : Tensor or TensorView
+            The input: a device tensor or view of this session.
+        out : Tensor or TensorView
+            Caller-owned output of exactly the result's shape and dtype; every
+            element is overwritten. It must not overlap an input, except that it may be
+            exactly the same view as an input of the result's dtype (in place).
+
+        Returns
+        -------
+        None
+            The result is enqueued into ``out``.
+
+        Raises
+        ------
+        ValidationError
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+        UnsupportedDTypeError
+            The operation is not defined for the dtype.
+        RuntimeStateError
+            An operand is not resident on this session, or the session is closed.
+        """
+        ...
+
+    def logistic_read_into(self, x: Tensor | TensorView, out: Tensor | TensorView) -> None:
+        """Elementwise ``1 / (1 + exp(-x))``.
+
+        Parameters
+        ----------
+        x : Tensor or TensorView
+            The input: a device tensor or view of this session.
+        out : Tensor or TensorView
+            Caller-owned output of exactly the result's shape and dtype; every
+            element is overwritten. It must not overlap an input, except that it may be
+            exactly the same view as an input of the result's dtype (in place).
+
+        Returns
+        -------
+        None
+            The result is enqueued into ``out``.
+
+        Raises
+        ------
+        ValidationError
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+        UnsupportedDTypeError
+            The operation is not defined for the dtype.
+        RuntimeStateError
+            An operand is not resident on this session, or the session is closed.
+        """
+        ...
+
+    def tan(self, x: Tensor | TensorView) -> Tensor:
+        """Elementwise tangent (complex: ``-i tanh(i x)``).
+
+        Parameters
+        ----------
+        x : Tensor or TensorView
+            The input: a device tensor or view of this session.
+
+        Returns
+        -------
+        Tensor
+            A new compact device tensor (the work is enqueued, not finished).
+
+        Raises
+        ------
+        ValidationError
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+        UnsupportedDTypeError
+            The operation is not defined for the dtype.
+        RuntimeStateError
+            An operand is not resident on this session, or the session is closed.
+        """
+        ...
+
+    def tan_read(self, x: Tensor | TensorView) -> Tensor:
+        """Elementwise tangent (complex: ``-i tanh(i x)``).
+
+        Parameters
+        ----------
+        x : Tensor or TensorView
+            The input: a device tensor or view of this session.
+
+        Returns
+        -------
+        Tensor
+            A new compact device tensor (the work is enqueued, not finished).
+
+        Raises
+        ------
+        ValidationError
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+        UnsupportedDTypeError
+            The operation is not defined for the dtype.
+        RuntimeStateError
+            An operand is not resident on this session, or the session is closed.
+        """
+        ...
+
+    def tan_into(self, x: Tensor | TensorView, out: Tensor | TensorView) -> None:
+        """Elementwise tangent (complex: ``-i tanh(i x)``).
+
+        Parameters
+        ----------
+        x : Tensor or TensorView
+            The input: a device tensor or view of this session.
+        out : Tensor or TensorView
+            Caller-owned output of exactly the result's shape and dtype; every
+            element is overwritten. It must not overlap an input, except that it may be
+            exactly the same view as an input of the result's dtype (in place).
+
+        Returns
+        -------
+        None
+            The result is enqueued into ``out``.
+
+        Raises
+        ------
+        ValidationError
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+        UnsupportedDTypeError
+            The operation is not defined for the dtype.
+        RuntimeStateError
+            An operand is not resident on this session, or the session is closed.
+        """
+        ...
+
+    def tan_read_into(self, x: Tensor | TensorView, out: Tensor | TensorView) -> None:
+        """Elementwise tangent (complex: ``-i tanh(i x)``).
+
+        Parameters
+        ----------
+        x : Tensor or TensorView
+            The input: a device tensor or view of this session.
+        out : Tensor or TensorView
+            Caller-owned output of exactly the result's shape and dtype; every
+            element is overwritten. It must not overlap an input, except that it may be
+            exactly the same view as an input of the result's dtype (in place).
+
+        Returns
+        -------
+        None
+            The result is enqueued into ``out``.
+
+        Raises
+        ------
+        ValidationError
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+        UnsupportedDTypeError
+            The operation is not defined for the dtype.
+        RuntimeStateError
+            An operand is not resident on this session, or the session is closed.
+        """
+        ...
+
+    def atan2(self, lhs: Tensor | TensorView, rhs: Tensor | TensorView) -> Tensor:
+        """Elementwise ``atan2(lhs, rhs)``: the angle of the point ``(rhs, lhs)`` (complex: ``-i log((rhs + i lhs) / sqrt(rhs**2 + lhs**2))``).
+
+        Parameters
+        ----------
+        lhs, rhs : Tensor or TensorView
+            Device operands of this session with one dtype and one shape; a rank-0
+            operand broadcasts.
+
+        Returns
+        -------
+        Tensor
+            A new compact device tensor (the work is enqueued, not finished).
+
+        Raises
+        ------
+        ValidationError
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+        UnsupportedDTypeError
+            The operation is not defined for the dtype.
+        RuntimeStateError
+            An operand is not resident on this session, or the session is closed.
+        """
+        ...
+
+    def atan2_read(self, lhs: Tensor | TensorView, rhs: Tensor | TensorView) -> Tensor:
+        """Elementwise ``atan2(lhs, rhs)``: the angle of the point ``(rhs, lhs)`` (complex: ``-i log((rhs + i lhs) / sqrt(rhs**2 + lhs**2))``).
+
+        Parameters
+        ----------
+        lhs, rhs : Tensor or TensorView
+            Device operands of this session with one dtype and one shape; a rank-0
+            operand broadcasts.
+
+        Returns
+        -------
+        Tensor
+            A new compact device tensor (the work is enqueued, not finished).
+
+        Raises
+        ------
+        ValidationError
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+        UnsupportedDTypeError
+            The operation is not defined for the dtype.
+        RuntimeStateError
+            An operand is not resident on this session, or the session is closed.
+        """
+        ...
+
+    def atan2_into(self, lhs: Tensor | TensorView, rhs: Tensor | TensorView, out: Tensor | TensorView) -> None:
+        """Elementwise ``atan2(lhs, rhs)``: the angle of the point ``(rhs, lhs)`` (complex: ``-i log((rhs + i lhs) / sqrt(rhs**2 + lhs**2))``).
+
+        Parameters
+        ----------
+        lhs, rhs : Tensor or TensorView
+            Device operands of this session with one dtype and one shape; a rank-0
+            operand broadcasts.
+        out : Tensor or TensorView
+            Caller-owned output of exactly the result's shape and dtype; every
+            element is overwritten. It must not overlap an input, except that it may be
+            exactly the same view as an input of the result's dtype (in place).
+
+        Returns
+        -------
+        None
+            The result is enqueued into ``out``.
+
+        Raises
+        ------
+        ValidationError
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+        UnsupportedDTypeError
+            The operation is not defined for the dtype.
+        RuntimeStateError
+            An operand is not resident on this session, or the session is closed.
+        """
+        ...
+
+    def atan2_read_into(self, lhs: Tensor | TensorView, rhs: Tensor | TensorView, out: Tensor | TensorView) -> None:
+        """Elementwise ``atan2(lhs, rhs)``: the angle of the point ``(rhs, lhs)`` (complex: ``-i log((rhs + i lhs) / sqrt(rhs**2 + lhs**2))``).
+
+        Parameters
+        ----------
+        lhs, rhs : Tensor or TensorView
+            Device operands of this session with one dtype and one shape; a rank-0
+            operand broadcasts.
+        out : Tensor or TensorView
+            Caller-owned output of exactly the result's shape and dtype; every
+            element is overwritten. It must not overlap an input, except that it may be
+            exactly the same view as an input of the result's dtype (in place).
+
+        Returns
+        -------
+        None
+            The result is enqueued into ``out``.
+
+        Raises
+        ------
+        ValidationError
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+        UnsupportedDTypeError
+            The operation is not defined for the dtype.
+        RuntimeStateError
+            An operand is not resident on this session, or the session is closed.
+        """
+        ...
+
+    def cbrt(self, x: Tensor | TensorView) -> Tensor:
+        """Elementwise cube root (complex: the principal root).
+
+        Parameters
+        ----------
+        x : Tensor or TensorView
+            The input: a device tensor or view of this session.
+
+        Returns
+        -------
+        Tensor
+            A new compact device tensor (the work is enqueued, not finished).
+
+        Raises
+        ------
+        ValidationError
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+        UnsupportedDTypeError
+            The operation is not defined for the dtype.
+        RuntimeStateError
+            An operand is not resident on this session, or the session is closed.
+        """
+        ...
+
+    def cbrt_read(self, x: Tensor | TensorView) -> Tensor:
+        """Elementwise cube root (complex: the principal root).
+
+        Parameters
+        ----------
+        x : Tensor or TensorView
+            The input: a device tensor or view of this session.
+
+        Returns
+        -------
+        Tensor
+            A new compact device tensor (the work is enqueued, not finished).
+
+        Raises
+        ------
+        ValidationError
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+        UnsupportedDTypeError
+            The operation is not defined for the dtype.
+        RuntimeStateError
+            An operand is not resident on this session, or the session is closed.
+        """
+        ...
+
+    def cbrt_into(self, x: Tensor | TensorView, out: Tensor | TensorView) -> None:
+        """Elementwise cube root (complex: the principal root).
+
+        Parameters
+        ----------
+        x : Tensor or TensorView
+            The input: a device tensor or view of this session.
+        out : Tensor or TensorView
+            Caller-owned output of exactly the result's shape and dtype; every
+            element is overwritten. It must not overlap an input, except that it may be
+            exactly the same view as an input of the result's dtype (in place).
+
+        Returns
+        -------
+        None
+            The result is enqueued into ``out``.
+
+        Raises
+        ------
+        ValidationError
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+        UnsupportedDTypeError
+            The operation is not defined for the dtype.
+        RuntimeStateError
+            An operand is not resident on this session, or the session is closed.
+        """
+        ...
+
+    def cbrt_read_into(self, x: Tensor | TensorView, out: Tensor | TensorView) -> None:
+        """Elementwise cube root (complex: the principal root).
+
+        Parameters
+        ----------
+        x : Tensor or TensorView
+            The input: a device tensor or view of this session.
+        out : Tensor or TensorView
+            Caller-owned output of exactly the result's shape and dtype; every
+            element is overwritten. It must not overlap an input, except that it may be
+            exactly the same view as an input of the result's dtype (in place).
+
+        Returns
+        -------
+        None
+            The result is enqueued into ``out``.
+
+        Raises
+        ------
+        ValidationError
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+        UnsupportedDTypeError
+            The operation is not defined for the dtype.
+        RuntimeStateError
+            An operand is not resident on this session, or the session is closed.
+        """
+        ...
+
     # --- structural ----------------------------------------------------------------------
 
     def transpose(self, x: Tensor | TensorView, perm: Sequence[int]) -> Tensor:
@@ -2194,6 +4411,152 @@ class SessionOps:
         ``dst`` shares any device memory with ``src`` (also through another tensor object
         over the same buffer: a reshape, two adoptions of one foreign array) or addresses an
         element more than once (stride 0, say); nothing is written then.
+        """
+        ...
+
+    # --- creation ------------------------------------------------------------------------
+
+    def iota(self, dtype: DType | str, shape: int | Sequence[int], dimension: int) -> Tensor:
+        """A new tensor whose elements count 0, 1, 2, ... along ``dimension`` (StableHLO iota).
+
+        Parameters
+        ----------
+        dtype : DType, str or numpy dtype
+            A numeric dtype (integer, float or complex; not bool). An integer dtype must hold
+            every index (an int8 iota has at most 128 steps); floats round large indices to
+            nearest even.
+        shape : int or sequence of int
+            The extents (ints >= 0, rank 1 to 8); an int is a rank-1 shape.
+        dimension : int
+            The axis that counts, in ``range(len(shape))``.
+
+        Returns
+        -------
+        Tensor
+            A new compact device tensor (the fill is enqueued).
+
+        Raises
+        ------
+        ValidationError
+            A bad shape, a dimension out of range (kind ``axis_out_of_bounds``), or more steps
+            than the integer dtype holds (kind ``overflow``).
+        UnsupportedDTypeError
+            Bool, or not a dtype of the library.
+        RuntimeStateError
+            The session is closed or used from another thread.
+        """
+        ...
+
+    def full(self, shape: int | Sequence[int], value: object, dtype: DType | str) -> Tensor:
+        """A new tensor with every element equal to ``value``.
+
+        Parameters
+        ----------
+        shape : int or sequence of int
+            The extents (ints >= 0, rank <= 8); an int is a rank-1 shape.
+        value : bool, int, float or complex (or a numpy scalar)
+            A value of ``dtype``: an int in range, a float that does not overflow it (inf and
+            NaN are kept; integral floats for integer dtypes), complex only for complex dtypes,
+            True/False (or 0/1) for bool.
+        dtype : DType, str or numpy dtype
+            The element type.
+
+        Returns
+        -------
+        Tensor
+            A new compact device tensor (the fill is enqueued: one memset when the value's
+            bytes are zero, else one fill kernel).
+
+        Raises
+        ------
+        ValidationError
+            A bad shape, or a value ``dtype`` cannot hold (kind ``overflow`` when out of range).
+        UnsupportedDTypeError
+            Not a dtype of the library.
+        RuntimeStateError
+            The session is closed or used from another thread.
+        """
+        ...
+
+    def zeros(self, shape: int | Sequence[int], dtype: DType | str) -> Tensor:
+        """A new tensor of zeros (False for bool), written by one memset.
+
+        Parameters
+        ----------
+        shape : int or sequence of int
+            The extents (ints >= 0, rank <= 8); an int is a rank-1 shape.
+        dtype : DType, str or numpy dtype
+            The element type.
+
+        Returns
+        -------
+        Tensor
+            A new compact device tensor (the fill is enqueued).
+
+        Raises
+        ------
+        ValidationError
+            A bad shape.
+        UnsupportedDTypeError
+            Not a dtype of the library.
+        RuntimeStateError
+            The session is closed or used from another thread.
+        """
+        ...
+
+    def ones(self, shape: int | Sequence[int], dtype: DType | str) -> Tensor:
+        """A new tensor of ones (True for bool).
+
+        Parameters
+        ----------
+        shape : int or sequence of int
+            The extents (ints >= 0, rank <= 8); an int is a rank-1 shape.
+        dtype : DType, str or numpy dtype
+            The element type.
+
+        Returns
+        -------
+        Tensor
+            A new compact device tensor (the fill is enqueued).
+
+        Raises
+        ------
+        ValidationError
+            A bad shape.
+        UnsupportedDTypeError
+            Not a dtype of the library.
+        RuntimeStateError
+            The session is closed or used from another thread.
+        """
+        ...
+
+    def empty(self, shape: int | Sequence[int], dtype: DType | str) -> Tensor:
+        """A new tensor whose contents are undefined: it is allocated, nothing is written.
+
+        The memory comes from the pool as it is and holds whatever was there before (data of
+        freed tensors included). Write every element (an ``*_into`` op, ``copy_read_into``)
+        before reading it.
+
+        Parameters
+        ----------
+        shape : int or sequence of int
+            The extents (ints >= 0, rank <= 8); an int is a rank-1 shape.
+        dtype : DType, str or numpy dtype
+            The element type.
+
+        Returns
+        -------
+        Tensor
+            A new compact device tensor (no launch, no copy).
+
+        Raises
+        ------
+        ValidationError
+            A bad shape.
+        UnsupportedDTypeError
+            Not a dtype of the library.
+        RuntimeStateError
+            The session is closed or used from another thread.
         """
         ...
 
@@ -2335,7 +4698,7 @@ class SessionOps:
         """
         ...
 
-    def axpby_read_into_accum(self, alpha: complex, x: Tensor | TensorView, beta: complex, y: Tensor | TensorView) -> None:
+    def axpby_read_into_accum(self, alpha: builtins.complex, x: Tensor | TensorView, beta: builtins.complex, y: Tensor | TensorView) -> None:
         """``y <- alpha * x + beta * y`` in place, in one pass.
 
         Parameters

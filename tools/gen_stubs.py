@@ -1,7 +1,8 @@
-"""Write ``tenferro_cuda/_session_ops.pyi`` from the op families' METHODS tables.
+"""Write ``tenferro_cuda/_session_ops.pyi`` from the op families' METHODS tables, and
+``docs/api.md`` (``tools/gen_api.py``) from the same methods.
 
-    python tools/gen_stubs.py          # rewrite the stub
-    python tools/gen_stubs.py --check  # exit 1 when the stub is out of date
+    python tools/gen_stubs.py          # rewrite the stub and docs/api.md
+    python tools/gen_stubs.py --check  # exit 1 when either is out of date
 """
 
 from __future__ import annotations
@@ -10,6 +11,9 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import gen_api  # noqa: E402
 
 from tenferro_cuda._session_ops import stub_text  # noqa: E402
 
@@ -22,10 +26,10 @@ def main(argv: list[str]) -> int:
         if not STUB.is_file() or STUB.read_text() != text:
             print(f"{STUB} is out of date: run python tools/gen_stubs.py", file=sys.stderr)
             return 1
-        return 0
+        return gen_api.main(argv)
     STUB.write_text(text)
     print(f"wrote {STUB}")
-    return 0
+    return gen_api.main(argv)
 
 
 if __name__ == "__main__":

@@ -3,9 +3,12 @@
 ``ElementwiseReadOp`` names one elementwise operation for
 ``session.elementwise_read_into(op, inputs, out)``: a constant per operation
 (``ElementwiseReadOp.ADD``, ``ElementwiseReadOp.EXP``, ...) or
-``ElementwiseReadOp.compare(CompareDir.LT)``. Records are frozen, hashable and validated
-on construction (an unknown name, a compare without a direction, or a direction on
-anything else raises ``ValidationError``).
+``ElementwiseReadOp.compare(CompareDir.LT)``. Names are StableHLO's op names, except
+that ``and``, ``or`` and ``not`` are Python keywords: the four logical/bitwise ops are
+``bitwise_and``, ``bitwise_or``, ``bitwise_xor`` and ``bitwise_not`` (jax.lax's names;
+logical on bool). Records are frozen, hashable and validated on construction (an unknown
+name, a compare without a direction, or a direction on anything else raises
+``ValidationError``).
 """
 
 from __future__ import annotations
@@ -46,6 +49,12 @@ ELEMENTWISE_OP_ARITY: dict[str, int] = {
     "exp": 1, "log": 1, "sin": 1, "cos": 1, "tanh": 1, "sqrt": 1, "rsqrt": 1, "expm1": 1,
     "log1p": 1,
     "select": 3, "clamp": 3,
+    "floor": 1, "ceil": 1, "round_nearest_even": 1, "round_nearest_afz": 1, "is_finite": 1,
+    "real": 1, "imag": 1, "complex": 2,
+    "bitwise_and": 2, "bitwise_or": 2, "bitwise_xor": 2, "bitwise_not": 1,
+    "shift_left": 2, "shift_right_logical": 2, "shift_right_arithmetic": 2,
+    "popcnt": 1, "count_leading_zeros": 1,
+    "logistic": 1, "tan": 1, "atan2": 2, "cbrt": 1,
 }
 
 
@@ -79,6 +88,27 @@ class ElementwiseReadOp:
     LOG1P: ClassVar[ElementwiseReadOp]
     SELECT: ClassVar[ElementwiseReadOp]
     CLAMP: ClassVar[ElementwiseReadOp]
+    FLOOR: ClassVar[ElementwiseReadOp]
+    CEIL: ClassVar[ElementwiseReadOp]
+    ROUND_NEAREST_EVEN: ClassVar[ElementwiseReadOp]
+    ROUND_NEAREST_AFZ: ClassVar[ElementwiseReadOp]
+    IS_FINITE: ClassVar[ElementwiseReadOp]
+    REAL: ClassVar[ElementwiseReadOp]
+    IMAG: ClassVar[ElementwiseReadOp]
+    COMPLEX: ClassVar[ElementwiseReadOp]
+    BITWISE_AND: ClassVar[ElementwiseReadOp]
+    BITWISE_OR: ClassVar[ElementwiseReadOp]
+    BITWISE_XOR: ClassVar[ElementwiseReadOp]
+    BITWISE_NOT: ClassVar[ElementwiseReadOp]
+    SHIFT_LEFT: ClassVar[ElementwiseReadOp]
+    SHIFT_RIGHT_LOGICAL: ClassVar[ElementwiseReadOp]
+    SHIFT_RIGHT_ARITHMETIC: ClassVar[ElementwiseReadOp]
+    POPCNT: ClassVar[ElementwiseReadOp]
+    COUNT_LEADING_ZEROS: ClassVar[ElementwiseReadOp]
+    LOGISTIC: ClassVar[ElementwiseReadOp]
+    TAN: ClassVar[ElementwiseReadOp]
+    ATAN2: ClassVar[ElementwiseReadOp]
+    CBRT: ClassVar[ElementwiseReadOp]
 
     def __post_init__(self) -> None:
         if self.name not in ELEMENTWISE_OP_ARITY:

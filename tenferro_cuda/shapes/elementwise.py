@@ -33,6 +33,9 @@ REAL = frozenset(d for d in ALL_DTYPES if d.is_integer or d.is_float)
 ORDERED = REAL | {DType.BOOL}
 INEXACT = frozenset(d for d in ALL_DTYPES if d.is_inexact)
 INTEGERS = frozenset(d for d in ALL_DTYPES if d.is_integer)
+FLOATS = frozenset(d for d in ALL_DTYPES if d.is_float)
+LOGICAL = INTEGERS | {DType.BOOL}
+COMPLEX_PARTS = frozenset(d.real for d in ALL_DTYPES if d.is_complex)  # complex(re, im)
 ROLES = {1: ("x",), 2: ("lhs", "rhs"), 3: ("first", "second", "third")}
 ROLES_OF = {"select": ("pred", "on_true", "on_false"), "clamp": ("x", "lower", "upper")}
 
@@ -45,7 +48,7 @@ class Kind:
     name: str  # the operation's name in messages
     arity: int
     accepts: frozenset[DType]  # primary dtypes
-    result: str  # "same", "bool", "real" or "cast"
+    result: str  # "same", "bool", "real", "complex" or "cast"
     functor: str  # C++ op functor, e.g. "tf::CmpOp<2>"
     family: str = "elementwise"
     promote: bool = False  # real rank-0 operand with its complex counterpart
@@ -59,6 +62,8 @@ class Kind:
             return DType.BOOL
         if self.result == "real":
             return primary.real
+        if self.result == "complex":
+            return primary.complex
         assert self.to is not None
         return self.to
 
@@ -112,6 +117,27 @@ KINDS: dict[str, Kind] = {k.key: k for k in (
     _k("log1p", INEXACT, "tf::Log1pOp"),
     _k("select", ALL, "tf::SelectOp"),
     _k("clamp", ORDERED, "tf::ClampOp"),
+    _k("floor", FLOATS, "tf::FloorOp"),
+    _k("ceil", FLOATS, "tf::CeilOp"),
+    _k("round_nearest_even", FLOATS, "tf::RoundEvenOp"),
+    _k("round_nearest_afz", FLOATS, "tf::RoundAfzOp"),
+    _k("is_finite", FLOATS, "tf::IsFiniteOp", result="bool"),
+    _k("real", INEXACT, "tf::RealOp", result="real"),
+    _k("imag", INEXACT, "tf::ImagOp", result="real"),
+    _k("complex", COMPLEX_PARTS, "tf::ComplexOp", result="complex"),
+    _k("bitwise_and", LOGICAL, "tf::AndOp"),
+    _k("bitwise_or", LOGICAL, "tf::OrOp"),
+    _k("bitwise_xor", LOGICAL, "tf::XorOp"),
+    _k("bitwise_not", LOGICAL, "tf::NotOp"),
+    _k("shift_left", INTEGERS, "tf::ShiftLeftOp"),
+    _k("shift_right_logical", INTEGERS, "tf::ShiftRightLogicalOp"),
+    _k("shift_right_arithmetic", INTEGERS, "tf::ShiftRightArithmeticOp"),
+    _k("popcnt", INTEGERS, "tf::PopcntOp"),
+    _k("count_leading_zeros", INTEGERS, "tf::ClzOp"),
+    _k("logistic", INEXACT, "tf::LogisticOp"),
+    _k("tan", INEXACT, "tf::TanOp"),
+    _k("atan2", INEXACT, "tf::Atan2Op"),
+    _k("cbrt", INEXACT, "tf::CbrtOp"),
     *(Kind(f"compare_{d.value}", "compare", 2, ALL, "bool", f"tf::CmpOp<{d.kernel_code}>",
            direction=d) for d in CompareDir),
 )}

@@ -20,7 +20,9 @@ ALL = set(ALL_DTYPES)
 NUMERIC = ALL - {D.BOOL}
 CPLX = {D.COMPLEX64, D.COMPLEX128}
 REAL = NUMERIC - CPLX
-INEXACT = {D.FLOAT16, D.BFLOAT16, D.FLOAT32, D.FLOAT64} | CPLX
+FLOATS = {D.FLOAT16, D.BFLOAT16, D.FLOAT32, D.FLOAT64}
+INEXACT = FLOATS | CPLX
+INTS = {D.INT8, D.UINT8, D.INT32, D.INT64}
 # The documented contract (docs/dtypes.md), written out independently of the table.
 ACCEPTS = {
     "add": NUMERIC, "sub": NUMERIC, "mul": NUMERIC, "div": NUMERIC, "pow": NUMERIC,
@@ -31,6 +33,13 @@ ACCEPTS = {
                               "log1p")},
     "compare_eq": ALL, "compare_ne": ALL, **{f"compare_{d}": ALL - CPLX
                                              for d in ("lt", "le", "gt", "ge")},
+    **{op: FLOATS for op in ("floor", "ceil", "round_nearest_even", "round_nearest_afz",
+                             "is_finite")},
+    **{op: INEXACT for op in ("real", "imag", "logistic", "tan", "atan2", "cbrt")},
+    "complex": {D.FLOAT32, D.FLOAT64},
+    **{f"bitwise_{op}": INTS | {D.BOOL} for op in ("and", "or", "xor", "not")},
+    **{op: INTS for op in ("shift_left", "shift_right_logical", "shift_right_arithmetic",
+                           "popcnt", "count_leading_zeros")},
 }
 CASES = [(k, d) for k in sorted(ACCEPTS) for d in ALL_DTYPES]
 
@@ -63,6 +72,13 @@ def test_accepted_dtypes(key, dtype):
     ("abs", D.INT8, D.INT8), ("abs", D.BFLOAT16, D.BFLOAT16),
     ("compare_lt", D.FLOAT16, D.BOOL), ("compare_eq", D.COMPLEX64, D.BOOL),
     ("select", D.INT64, D.INT64), ("conj", D.COMPLEX64, D.COMPLEX64), ("sign", D.UINT8, D.UINT8),
+    ("is_finite", D.BFLOAT16, D.BOOL), ("real", D.COMPLEX128, D.FLOAT64),
+    ("imag", D.COMPLEX64, D.FLOAT32), ("real", D.FLOAT16, D.FLOAT16),
+    ("imag", D.FLOAT64, D.FLOAT64), ("complex", D.FLOAT32, D.COMPLEX64),
+    ("complex", D.FLOAT64, D.COMPLEX128), ("floor", D.FLOAT16, D.FLOAT16),
+    ("bitwise_and", D.BOOL, D.BOOL), ("bitwise_not", D.UINT8, D.UINT8),
+    ("popcnt", D.INT64, D.INT64), ("count_leading_zeros", D.INT8, D.INT8),
+    ("shift_right_arithmetic", D.UINT8, D.UINT8), ("atan2", D.COMPLEX64, D.COMPLEX64),
 ])
 def test_result_dtype(key, dtype, want):
     assert _call(key, dtype).dtype is want

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ml_dtypes
 import numpy as np
+from stablehlo_ref import MORE_INPUTS, MORE_REF, TRANSCENDENTAL
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 LOWP = (np.dtype(np.float16), BF16)
@@ -200,6 +201,7 @@ REF = {
     "cos": _analytic(np.cos), "tanh": _analytic(np.tanh), "sqrt": _analytic(np.sqrt),
     "rsqrt": _analytic(_rsqrt), "expm1": _analytic(np.expm1), "log1p": _analytic(_log1p),
     **{f"compare_{d.lower()}": compare(d) for d in ("EQ", "NE", "LT", "LE", "GT", "GE")},
+    **MORE_REF,
 }
 
 
@@ -210,9 +212,11 @@ EXACT = None
 def tolerance(op: str, dtype) -> tuple[float, float] | None:
     """(rtol, atol) for ``op`` on ``dtype``; None: bit-exact (NaN matches any NaN)."""
     dt = np.dtype(dtype)
-    analytic = op in ("exp", "log", "sin", "cos", "tanh", "rsqrt", "expm1", "log1p", "pow")
+    analytic = op in ("exp", "log", "sin", "cos", "tanh", "rsqrt", "expm1", "log1p", "pow",
+                      *TRANSCENDENTAL)
     if dt.kind == "c":
-        if op in ("add", "sub", "neg", "conj", "select", "compare") or op.startswith("compare"):
+        if op in ("add", "sub", "neg", "conj", "select", "compare", "real", "imag") or \
+                op.startswith("compare"):
             return EXACT
         return (2e-5, 1e-6) if dt == np.complex64 else (1e-13, 1e-15)
     if dt.kind != "f" and dt != BF16:
@@ -303,6 +307,8 @@ def random_array(rng, dtype, shape, low=None, high=None) -> np.ndarray:
 def inputs_for(rng, key: str, dtype, shape) -> list[np.ndarray]:
     """Operands of ``key`` (a Kind key) inside its domain (no deferred errors)."""
     dt = np.dtype(dtype)
+    if key in MORE_INPUTS:
+        return MORE_INPUTS[key](rng, dt, shape)
     if key == "select":
         return [random_array(rng, np.bool_, shape), random_array(rng, dt, shape),
                 random_array(rng, dt, shape)]

@@ -16,7 +16,11 @@
 // INT_MIN % -1 is 0; rem is C fmod (sign of the dividend); maximum/minimum propagate NaN
 // (bool: logical or/and); sign maps NaN -> NaN, +-0 -> +-0 (as jax.lax.sign),
 // complex z -> z/|z| (0 -> 0);
-// abs of complex is real; compare on complex is EQ/NE only.
+// abs of complex is real; compare on complex is EQ/NE only; tan, logistic, atan2 and cbrt
+// of complex numbers follow the StableHLO reference formulas (tan z = -i tanh(iz),
+// atan2(y, x) = -i log((x + iy) / sqrt(x^2 + y^2)), cbrt the principal root).
+// The rounding, predicate and complex-part functors are in float_ops.cuh, the bitwise,
+// shift and bit-count functors in bits.cuh (both included at the end).
 #pragma once
 #include "cmath.cuh"
 #include "layout.cuh"
@@ -160,6 +164,9 @@ template <class T> __device__ __forceinline__ T pow(T a, T b, const Err& e) {
   } else { return narrow<T>(m::pow(widen(a), widen(b))); }
 }
 
+__device__ __forceinline__ float cbrt_of(float x) { return cbrtf(x); }
+__device__ __forceinline__ double cbrt_of(double x) { return ::cbrt(x); }
+
 // Analytic functions of float and complex dtypes (half/bfloat16 through float).
 #define TF_ANALYTIC(NAME, REAL, CPLX)                                                    \
   template <class T> __device__ __forceinline__ T NAME(T a) {                            \
@@ -176,6 +183,40 @@ TF_ANALYTIC(rsqrt, F(1) / m::sqrt(x), crsqrt)
 TF_ANALYTIC(expm1, m::expm1(x), cexpm1)
 TF_ANALYTIC(log1p, m::log1p(x), clog1p)
 #undef TF_ANALYTIC
+
+template <class T> __device__ __forceinline__ T tan(T a) {
+  if constexpr (is_complex<T>::value) {
+    T w = ctanh(T(-a.im, a.re));  // tan z = -i tanh(i z)
+    return T(w.im, -w.re);
+  } else { return narrow<T>(m::tan(widen(a))); }
+}
+template <class T> __device__ __forceinline__ T logistic(T a) {
+  if constexpr (is_complex<T>::value) {
+    typedef typename real_of<T>::type R;
+    const T one(R(1), R(0));
+    return cdiv(one, cadd(one, cexp(T(-a.re, -a.im))));
+  } else {
+    typedef typename compute<T>::type F;
+    return narrow<T>(F(1) / (F(1) + m::exp(-widen(a))));
+  }
+}
+// atan2(y, x): the angle of the point (x, y).
+template <class T> __device__ __forceinline__ T atan2(T y, T x) {
+  if constexpr (is_complex<T>::value) {
+    T r = csqrt(cadd(cmul(x, x), cmul(y, y)));
+    T l = clog(cdiv(cadd(x, T(-y.im, y.re)), r));
+    return T(l.im, -l.re);  // -i * l
+  } else { return narrow<T>(m::atan2(widen(y), widen(x))); }
+}
+template <class T> __device__ __forceinline__ T cbrt(T a) {
+  if constexpr (is_complex<T>::value) {
+    typedef typename real_of<T>::type R;
+    const R r = cbrt_of(cabs(a));
+    R s, c;
+    m::sincos(m::atan2(a.im, a.re) / R(3), &s, &c);
+    return T(r * c, r * s);
+  } else { return narrow<T>(cbrt_of(widen(a))); }
+}
 
 // int64 -> bfloat16 rounded once (tf::convert goes through double: two roundings).
 // Round to odd into float (24 bits >= 2*8 + 2), then to nearest even.
@@ -236,6 +277,10 @@ TF_FUNCTOR1(SqrtOp, sqrt)
 TF_FUNCTOR1(RsqrtOp, rsqrt)
 TF_FUNCTOR1(Expm1Op, expm1)
 TF_FUNCTOR1(Log1pOp, log1p)
+TF_FUNCTOR1(TanOp, tan)
+TF_FUNCTOR1(LogisticOp, logistic)
+TF_FUNCTOR1(CbrtOp, cbrt)
+TF_FUNCTOR2(Atan2Op, atan2)
 #undef TF_FUNCTOR1
 #undef TF_FUNCTOR2
 #undef TF_FUNCTOR2E
@@ -278,3 +323,6 @@ template <class To> struct CastOp : OpBase<1> {
 };
 
 }  // namespace tf
+
+#include "float_ops.cuh"
+#include "bits.cuh"

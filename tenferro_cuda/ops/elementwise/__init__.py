@@ -1,5 +1,10 @@
 """Elementwise functions: add sub mul neg conj div rem abs sign maximum minimum compare
-select clamp, each in four forms, plus ``elementwise_read_into``.
+select clamp; floor ceil round_nearest_even round_nearest_afz is_finite; real imag complex;
+bitwise_and bitwise_or bitwise_xor bitwise_not shift_left shift_right_logical
+shift_right_arithmetic popcnt count_leading_zeros -- each in four forms -- plus
+``elementwise_read_into``. Names are StableHLO's, except that its ``and or xor not`` (Python
+keywords, three of them) are the ``bitwise_*`` methods, as in jax.lax; on bool they are the
+logical operations.
 
 Forms (DESIGN 4): ``op(...)`` and ``op_read(...)`` return a new compact tensor and accept
 tensors or strided views; ``op_into(..., out)`` and ``op_read_into(..., out)`` overwrite
@@ -47,6 +52,34 @@ SUMMARY = {
             "``jax.lax.sign``; numpy gives +0.0); complex ``z/|z|`` (0 gives 0).",
     "select": "Elementwise ``on_true if pred else on_false`` with a bool ``pred``.",
     "clamp": "Elementwise ``minimum(maximum(x, lower), upper)`` (NaN propagates).",
+    "floor": "Elementwise round toward -inf (real floats; exact, -0.0/inf/NaN kept).",
+    "ceil": "Elementwise round toward +inf (real floats; exact, ``ceil(-0.5) == -0.0``).",
+    "round_nearest_even": "Elementwise round to the nearest integral value, ties to even "
+                          "(real floats).",
+    "round_nearest_afz": "Elementwise round to the nearest integral value, ties away from "
+                         "zero (real floats).",
+    "is_finite": "Elementwise ``x`` is neither +-inf nor NaN, as bool (real floats).",
+    "real": "Elementwise real part, in the real dtype (the identity on real floats).",
+    "imag": "Elementwise imaginary part, in the real dtype (+0.0 for real floats).",
+    "complex": "Elementwise ``lhs + i * rhs`` from float32 or float64 parts (complex64 or "
+               "complex128).",
+    "bitwise_and": "Elementwise AND: logical on bool, bitwise on integers (StableHLO "
+                   "``and``).",
+    "bitwise_or": "Elementwise OR: logical on bool, bitwise on integers (StableHLO ``or``).",
+    "bitwise_xor": "Elementwise XOR: logical on bool, bitwise on integers (StableHLO "
+                   "``xor``).",
+    "bitwise_not": "Elementwise NOT: logical on bool, bitwise on integers (StableHLO "
+                   "``not``).",
+    "shift_left": "Elementwise ``lhs << rhs`` (integers); a shift of the bit width or more "
+                  "(``rhs`` read as unsigned) gives 0.",
+    "shift_right_logical": "Elementwise logical ``lhs >> rhs`` (integers, zero fill); a shift "
+                           "of the bit width or more (``rhs`` read as unsigned) gives 0.",
+    "shift_right_arithmetic": "Elementwise arithmetic ``lhs >> rhs`` (integers, the top bit "
+                              "fills); a shift of the bit width or more (``rhs`` read as "
+                              "unsigned) gives 0 or -1 (all ones) by the top bit.",
+    "popcnt": "Elementwise number of set bits (integers; result in the input dtype).",
+    "count_leading_zeros": "Elementwise number of leading zero bits (integers; the bit width "
+                           "for 0).",
 }
 FORMS = tuple(SUFFIX)
 
