@@ -44,6 +44,12 @@ class DType(enum.Enum):
         return _NUMPY[self]
 
     @property
+    def dtype(self) -> np.dtype:
+        """The host dtype, for numpy: ``np.dtype(tc.float32)`` and ``np.zeros(3, tc.int8)``
+        work because numpy reads a ``dtype`` attribute."""
+        return self.numpy
+
+    @property
     def itemsize(self) -> int:
         return _NUMPY[self].itemsize
 

@@ -52,6 +52,19 @@ class TenferroError(Exception):
         text = super().__str__()
         return f"{self.op}: {text}" if self.op else text
 
+    def __repr__(self) -> str:
+        """``ValidationError('...', op='add', kind='shape_mismatch')``: the message and every
+        field (a compile log by its length only)."""
+        fields = [repr(self.args[0]) if self.args else "''"]
+        for name, value in self.__dict__.items():
+            if name.startswith("_"):
+                continue
+            if name == "log":
+                fields.append(f"log=<{len(value)} characters>")
+            else:
+                fields.append(f"{name}={value!r}")
+        return f"{type(self).__name__}({', '.join(fields)})"
+
 
 def _rebuild(cls, args, state):
     obj = cls.__new__(cls)

@@ -198,29 +198,68 @@ class _Strided:
             flat[self.offset:], self.shape, [s * item for s in self.strides], writeable=False
         ) if all(s >= 0 for s in self.strides) else _negative_view(flat, self)
 
-    # --- interop: DLPack and the CUDA Array Interface (tenferro_cuda/dlpack.py, cai.py) --
+    # --- interop: DLPack and the CUDA Array Interface (_dlpack_export.py, cai.py) -------
     def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
-        """A DLPack capsule over this device tensor's memory (zero-copy, stream-ordered)."""
-        from ._dlpack_export import export_capsule
-
-        return export_capsule(self, stream=stream, max_version=max_version,
-                              dl_device=dl_device, copy=copy)
+        """A DLPack capsule over this device tensor's memory (stream-ordered; see
+        docs/interop.md). ``stream``: the consumer's stream -- None or 1 (legacy default),
+        2 (per-thread default), -1 (no synchronization), a handle, or an object with
+        ``__cuda_stream__``."""
+        return (_INTEROP or _interop())[0](self, stream, max_version, dl_device, copy)
 
     def __dlpack_device__(self) -> tuple[int, int]:
-        from .dlpack import dlpack_device
-
-        return dlpack_device(self)
+        return (_INTEROP or _interop())[1](self)
 
     @property
     def __cuda_array_interface__(self) -> dict:
-        from .cai import export_interface
+        return (_INTEROP or _interop())[2](self)
 
-        return export_interface(self)
+    # --- numpy: host tensors convert, device tensors refuse ----------------------------
+    def __array__(self, dtype=None, copy=None) -> np.ndarray:
+        """numpy's conversion protocol (``np.asarray(t)``, ``np.array(t)``), host only.
+
+        A host tensor or view gives its data: without a copy where numpy's rules allow
+        (a read-only view, like ``numpy()``), a copy for ``copy=True``, a dtype change or
+        negative strides; ``copy=False`` raises ``ValueError`` when a copy is needed. A
+        device tensor raises ``TypeError``: numpy cannot read device memory, and nothing
+        transfers implicitly -- ``session.download_to_host(t)`` first.
+        """
+        base = self.base
+        if base.host is None:
+            raise TypeError(f"{self!r} is in device memory, which numpy cannot read; use "
+                            "session.download_to_host(t) to get a host tensor first")
+        arr = self.numpy()
+        copied = arr.size > 0 and not np.shares_memory(arr, base.host)
+        if dtype is not None and np.dtype(dtype) != arr.dtype:
+            if copy is False:
+                raise ValueError(f"converting {self!r} to {np.dtype(dtype)} needs a copy "
+                                 "(copy=False)")
+            return arr.astype(dtype)
+        if copy is False and copied:
+            raise ValueError(f"{self!r} has negative strides: numpy needs a copy "
+                             "(copy=False)")
+        return arr.copy() if copy and not copied else arr
 
     def __repr__(self) -> str:
-        where = "device" if self.is_device else "host"
         kind = type(self).__name__
+        buf = self.base.buffer
+        if buf is None:
+            where = "host"
+        else:
+            ordinal = getattr(buf, "ordinal", "?")  # (a repr must not raise)
+            where = f"device {ordinal}" + (", reclaimed" if getattr(buf, "freed", False)
+                                           else "")
         return f"{kind}(shape={self.shape}, dtype={self.dtype.value}, {where})"
+
+
+_INTEROP: list = []  # export_capsule, dlpack_device, export_interface (loaded on first use)
+
+
+def _interop() -> list:
+    from ._dlpack_export import dlpack_device, export_capsule
+    from .cai import export_interface
+
+    _INTEROP[:] = [export_capsule, dlpack_device, export_interface]
+    return _INTEROP
 
 
 def _negative_view(flat: np.ndarray, v: _Strided) -> np.ndarray:
