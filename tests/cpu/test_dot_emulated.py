@@ -195,12 +195,15 @@ def _index(shape, strides, offset) -> np.ndarray:
 
 class EmuContext(FakeContext):
     """The fake execution context over emulated memory: a real ``Blas`` on first use,
-    and launches of the integer kernel run by a numpy model."""
+    launches of the integer kernel run by a numpy model, and a host word standing in for
+    the context's pinned one (``err_host``: small transfers go through it)."""
 
     def __init__(self, mem: Memory) -> None:
         super().__init__(mem, self._launch)
         self.mem = mem
         self.stream = 0
+        self._word = ctypes.create_string_buffer(8)
+        self.err_host = ctypes.addressof(self._word)
 
     def blas(self, op):
         if self.blas_impl is None:

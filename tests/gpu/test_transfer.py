@@ -111,3 +111,43 @@ def test_pool_statistics_limit_and_release(s):
         up(s, np.zeros(16, np.uint8))
     finally:
         s.set_memory_limit(None)
+
+
+def _small_counts(dtype) -> list[int]:
+    """Element counts just under, at and over the 8-byte pinned word."""
+    per = 8 // dtype.itemsize
+    return sorted({1, max(1, per - 1), max(1, per), per + 1})
+
+
+@pytest.mark.parametrize("dtype", tc.ALL_DTYPES, ids=lambda d: d.value)
+def test_small_transfers_around_the_pinned_word(s, dtype, rng):
+    arrays = [sample(dtype, (n,), rng) for n in _small_counts(dtype)]
+    arrays += [sample(dtype, (), rng), sample(dtype, (0,), rng), sample(dtype, (1, 1), rng)]
+    for a in arrays:  # round trips: each upload finds the word free
+        b = down(s, up(s, a))
+        assert b.shape == a.shape and b.dtype == a.dtype and b.tobytes() == a.tobytes()
+    tensors = [up(s, a) for a in arrays]  # uploads in a row: the word is busy after one
+    s.synchronize()
+    tensors += [up(s, a) for a in arrays]
+    for a, t in zip(arrays + arrays, tensors):
+        assert down(s, t).tobytes() == a.tobytes()
+
+
+def test_small_upload_takes_the_values_at_the_call(s):
+    a = np.array([1.5], np.float32)
+    t = up(s, a)  # through the word or from pageable memory: copied before return
+    a[0] = 2.5
+    u = up(s, a)
+    a[0] = 3.5
+    assert down(s, t).tolist() == [1.5] and down(s, u).tolist() == [2.5]
+    many = [up(s, np.array([i], np.int64)) for i in range(200)]
+    big = up(s, np.arange(4096, dtype=np.float64))
+    assert [int(down(s, t)[0]) for t in many] == list(range(200))
+    assert np.array_equal(down(s, big), np.arange(4096, dtype=np.float64))
+
+
+def test_small_download_of_views(s):
+    t = up(s, np.arange(10, dtype=np.float32))
+    assert down(s, t[::5]).tolist() == [0.0, 5.0]  # materialized, then through the word
+    assert down(s, t[3]).tolist() == 3.0
+    assert down(s, t[9:3:-3]).tolist() == [9.0, 6.0]

@@ -18,7 +18,7 @@ from tenferro_cuda import _driver, _driver_memory
 from tenferro_cuda.kernels.args import ArgPack
 from tenferro_cuda.raw import KernelArg, LaunchConfig
 
-from .common import Row, gbps, host_us, session_ms
+from .common import Row, gbps, host_us, peers, session_ms
 
 FAMILY = "foundation"
 
@@ -58,10 +58,24 @@ def launch_costs(s) -> list[Row]:
     pool = s._rt.pool
     rows.append(Row(FAMILY, "pool alloc+free pair (4 KiB)", "us",
                     host_us(lambda: pool.alloc(4096, stream).release(), sync)))
-    rows.append(Row(FAMILY, "upload+download of 4 bytes", "us",
-                    host_us(lambda: s.download_to_host(s.upload_host_tensor(
-                        np.ones(1, np.float32))), sync, calls=2000)))
+    rows.append(round_trip_row(s))
     return rows
+
+
+def round_trip_row(s) -> Row:
+    """``download_to_host(upload_host_tensor(...))`` of one float32 (both through the
+    context's pinned word) beside ``torch.tensor(x, device='cuda').cpu()``, same array."""
+    x = np.ones(1, np.float32)
+    ours = host_us(lambda: s.download_to_host(s.upload_host_tensor(x)), s.synchronize,
+                   calls=2000)
+    peer = None
+    torch, _ = peers()
+    if torch is not None:
+        peer = host_us(lambda: torch.tensor(x, device="cuda").cpu(), torch.cuda.synchronize,
+                       calls=2000)
+    return Row(FAMILY, "upload+download of 4 bytes", "us", ours, torch=peer,
+               target="<= torch.tensor(x, device='cuda').cpu()",
+               note="4 bytes each way through the pinned word; one stream synchronize")
 
 
 def first_call_latency() -> list[Row]:

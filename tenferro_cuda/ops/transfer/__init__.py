@@ -1,15 +1,25 @@
 """Explicit transfers and buffer release: upload, download, reclaim, copies between
 sessions.
 
-``upload_host_tensor`` enqueues a host-to-device copy (the host data is staged by the
-driver before the call returns, so the numpy array may be dropped at once; uploads are
-from pageable host memory). ``download_to_host`` is one of the two host barriers: it
-returns a host tensor holding the finished result. ``copy_to`` copies into another
-session's runtime, stream-ordered on both sides. Everything else only enqueues.
+``upload_host_tensor`` enqueues a host-to-device copy; the numpy array may be dropped as
+soon as it returns. ``download_to_host`` is one of the two host barriers: it returns a
+host tensor holding the finished result. ``copy_to`` copies into another session's
+runtime, stream-ordered on both sides. Everything else only enqueues.
+
+Transfers of at most ``WORD_BYTES`` (8) bytes go through the execution context's pinned
+host word (``ExecContext.err_host``, the word ``synchronize`` reads the device error word
+into) with one asynchronous copy, and a download with one stream synchronize: a copy from
+pageable memory is staged by the driver, which may wait for the stream, and a download
+into pageable memory waits inside the driver before the stream synchronize. The word is
+reused only when no copy from it can be pending: an upload through it marks it busy, a
+download (which ends with the stream idle) marks it free, and a busy word makes the
+next small upload copy from pageable memory instead. Larger transfers copy directly from
+or into the numpy array's own memory.
 """
 
 from __future__ import annotations
 
+import ctypes
 from collections.abc import Callable
 
 import numpy as np
@@ -22,7 +32,43 @@ from ...exec.residency import resident
 from ...tensor import Tensor, TensorView, _Strided
 from .. import storage
 
-__all__ = ["METHODS"]
+__all__ = ["METHODS", "WORD_BYTES"]
+
+WORD_BYTES = 8  # ExecContext.err_host: page-locked, 8 bytes
+_WORD_KEY = ("transfer", "word")
+
+
+class _Word:
+    """The context's pinned word as the small transfers see it: its address, a ctypes view
+    of its bytes, and whether a copy from it may still be pending (see the module
+    docstring). Kept in ``ctx.memo``; a word not found there (never used, or evicted) is
+    taken to be busy until the next download."""
+
+    __slots__ = ("address", "view", "pending")
+
+    def __init__(self, address: int) -> None:
+        self.address = address
+        self.view = memoryview((ctypes.c_char * WORD_BYTES).from_address(address)).cast("B")
+        self.pending = True
+
+
+def _word(ctx: ExecContext) -> _Word:
+    word = ctx.memo.get(_WORD_KEY)
+    if word is None:
+        word = ctx.memo.put(_WORD_KEY, _Word(ctx.err_host))
+    return word
+
+
+def _put(ctx: ExecContext, dst: int, data: np.ndarray, nbytes: int, op: str) -> None:
+    """Enqueue the copy of the C-contiguous ``data`` to ``dst``; never waits."""
+    if nbytes <= WORD_BYTES:
+        word = _word(ctx)
+        if not word.pending:
+            ctypes.memmove(word.address, data.tobytes(), nbytes)
+            word.pending = True
+            ctx.upload(dst, word.address, nbytes, op)
+            return
+    ctx.upload(dst, data.ctypes.data, nbytes, op)
 
 
 def upload_host_tensor(ctx: ExecContext, tensor: Tensor | TensorView | np.ndarray) -> Tensor:
@@ -58,8 +104,9 @@ def upload_host_tensor(ctx: ExecContext, tensor: Tensor | TensorView | np.ndarra
     if not data.flags.c_contiguous:
         data = data.copy(order="C")
     out = ctx.alloc(tensor.dtype, tensor.shape, op)
-    if out.nbytes:
-        ctx.upload(out.data_ptr(), data.ctypes.data, out.nbytes, op)
+    nbytes = data.nbytes
+    if nbytes:
+        _put(ctx, out.buffer.ptr, data, nbytes, op)  # type: ignore[union-attr]
     return out
 
 
@@ -86,12 +133,26 @@ def download_to_host(ctx: ExecContext, tensor: Tensor | TensorView) -> Tensor:
         raise RuntimeStateError("download_to_host takes a device tensor; this one is "
                                 "already on the host", op=op)
     resident(ctx, tensor, op)
-    src = tensor if tensor.is_contiguous else storage.materialize(ctx, tensor, op)
-    host = np.empty(tensor.shape, dtype=tensor.dtype.numpy)
-    if host.nbytes:
-        ctx.download(host.ctypes.data, src.data_ptr(), host.nbytes, op)
+    src = tensor if type(tensor) is Tensor or tensor.is_contiguous else \
+        storage.materialize(ctx, tensor, op)
+    dtype, shape = tensor.dtype, tensor.shape
+    count = src.size
+    nbytes = count * dtype.itemsize
+    if 0 < nbytes <= WORD_BYTES:
+        word = _word(ctx)
+        ctx.download(word.address, src.data_ptr(), nbytes, op)
         ctx.wait(op)
-    return Tensor.from_numpy(host)
+        word.pending = False  # the stream is idle: no copy from the word is pending
+        host = np.frombuffer(word.view, dtype.numpy, count).reshape(shape).copy()
+        return Tensor._make(dtype, shape, host=host)
+    host = np.empty(shape, dtype=dtype.numpy)
+    if nbytes:
+        ctx.download(host.ctypes.data, src.data_ptr(), nbytes, op)
+        ctx.wait(op)
+        seen = ctx.memo.get(_WORD_KEY)
+        if seen is not None:
+            seen.pending = False
+    return Tensor._make(dtype, shape, host=host)
 
 
 def reclaim_buffer(ctx: ExecContext, tensor: Tensor) -> None:
