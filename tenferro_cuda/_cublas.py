@@ -31,7 +31,7 @@ import weakref
 from .errors import BackendSourceError, CublasError, OutOfMemoryError
 
 __all__ = ["load", "version", "Handle", "PreparedGemm", "gemm", "gemm_strided_batched",
-           "gemm_grouped",
+           "gemm_batched", "gemm_grouped",
            "OP_N", "OP_T", "OP_C", "R_16F", "R_16BF", "R_32F", "R_64F", "C_32F", "C_64F",
            "COMPUTE_32F", "COMPUTE_32F_FAST_TF32", "COMPUTE_64F", "WORKSPACE_BYTES",
            "LIBRARY"]
@@ -269,16 +269,32 @@ def gemm_strided_batched(h: Handle, ta: int, tb: int, m: int, n: int, k: int, al
         raise error("cublasGemmStridedBatchedEx", exc, op) from exc
 
 
-def gemm_grouped(h: Handle, ta: list, tb: list, m: list, n: list, k: list, alpha: int,
-                 a_array: int, dtype: int, lda: list, b_array: int, ldb: list, beta: int,
-                 c_array: int, ldc: list, sizes: list, compute: int, op: str) -> None:
-    """cublasGemmGroupedBatchedEx: per-group parameters as host lists, alpha/beta as host
-    arrays (one scalar per group), A/B/C pointer arrays in device memory."""
+def gemm_batched(h: Handle, ta: int, tb: int, m: int, n: int, k: int, alpha: int,
+                 a_array: int, dtype: int, lda: int, b_array: int, ldb: int, beta: int,
+                 c_array: int, ldc: int, batch: int, compute: int, op: str) -> None:
+    """cublasGemmBatchedEx: A/B/C pointer arrays in device memory, alpha/beta host
+    addresses."""
+    lib = _state["lib"]
+    try:
+        lib.gemm_batched_ex(h.value, ta, tb, m, n, k, alpha, a_array, dtype, lda, b_array,
+                            dtype, ldb, beta, c_array, dtype, ldc, batch, compute,
+                            GEMM_DEFAULT)
+    except Exception as exc:  # noqa: BLE001
+        raise error("cublasGemmBatchedEx", exc, op) from exc
+
+
+def gemm_grouped(h: Handle, ta: int, tb: int, m: int, n: int, k: int, alpha: int,
+                 a_array: int, dtype: int, lda: int, b_array: int, ldb: int, beta: int,
+                 c_array: int, ldc: int, groups: int, sizes: int, compute: int,
+                 op: str) -> None:
+    """cublasGemmGroupedBatchedEx: per-group parameters (``ta`` ... ``ldc``, ``sizes``:
+    int32) and alpha/beta (one scalar per group) as host array addresses, A/B/C pointer
+    arrays in device memory."""
     lib = _state["lib"]
     try:
         lib.gemm_grouped_batched_ex(h.value, ta, tb, m, n, k, alpha, a_array, dtype, lda,
-                                    b_array, dtype, ldb, beta, c_array, dtype, ldc,
-                                    len(sizes), sizes, compute)
+                                    b_array, dtype, ldb, beta, c_array, dtype, ldc, groups,
+                                    sizes, compute)
     except Exception as exc:  # noqa: BLE001
         raise error("cublasGemmGroupedBatchedEx", exc, op) from exc
 

@@ -5016,8 +5016,10 @@ class SessionOps:
 
         Notes
         -----
-        Real float jobs run as one cuBLAS grouped batched GEMM; complex and integer jobs
-        run one product per job. Validation covers every job before anything runs.
+        Float and complex jobs run as cuBLAS batched products over uniform groups (one
+        grouped GEMM for several groups of a real dtype); integer jobs run one product per
+        job. Validation covers every job before anything runs. Calling again with the same
+        config object reuses the first call's plan and uploaded address arrays.
         """
         ...
 

@@ -7,7 +7,10 @@
   leading dimensions, strided batch) as cublasGemmEx or cublasGemmStridedBatchedEx.
 - ``bind`` prepares a plan's call once (``PreparedGemm``, or ``LtGemm`` through cuBLASLt
   with the algorithm chosen once): what cache slots and repeated products run.
-- ``grouped`` runs ``cublasGemmGroupedBatchedEx`` over uniform groups.
+- ``pointer_call`` binds the products of a grouped call over device arrays of operand
+  addresses (``blas_groups.PointerGemm``: cublasGemmBatchedEx per uniform group, or one
+  cublasGemmGroupedBatchedEx); ``upload_pointers`` copies such an array through this
+  handle's pinned staging (``blas_groups.PinnedRing``), asynchronously.
 
 float16/bfloat16 compute in float32 (CUBLAS_COMPUTE_32F), float32 in exact float32 unless
 ``precision="tf32"`` (CUBLAS_COMPUTE_32F_FAST_TF32), float64/complex128 in
@@ -26,11 +29,12 @@ from .. import _cublas, _cublas_lt
 from ..dtypes import DType
 from ..errors import BackendSourceError
 from .authority import Authority
+from .blas_groups import PinnedRing, PointerGemm
 
 if TYPE_CHECKING:
     from .context import ExecContext
 
-__all__ = ["Blas", "BLAS_TYPES", "GROUPED_DTYPES", "has_grouped", "grouped_pointers"]
+__all__ = ["Blas", "BLAS_TYPES", "GROUPED_DTYPES", "has_grouped"]
 
 # dtype -> (cudaDataType, compute type, compute type with tf32, alpha|beta host layout,
 #           is complex)
@@ -65,7 +69,7 @@ def _types(dtype: DType, precision: str) -> tuple[int, int, Any, bool]:
 class Blas(Authority):
     """One cuBLAS handle on one execution context's stream (see the module docstring)."""
 
-    __slots__ = ("handle", "_scalars", "_address")
+    __slots__ = ("handle", "_scalars", "_address", "_ring")
 
     def __init__(self, ctx: ExecContext, op: str) -> None:
         try:
@@ -78,6 +82,7 @@ class Blas(Authority):
                                      workspace, op)
         self._scalars = ctypes.create_string_buffer(48)  # alpha at 0, beta at 16
         self._address = ctypes.addressof(self._scalars)
+        self._ring: PinnedRing | None = None  # made on the first upload_pointers
 
     def gemm(self, plan: Any, a: int, b: int, c: int, dtype: DType, alpha: Any, beta: Any,
              precision: str, op: str) -> None:
@@ -107,24 +112,22 @@ class Blas(Authority):
         call = _cublas.PreparedGemm(self.handle, plan, cuda_type, compute, layout, is_complex)
         return _cublas_lt.bind(self.handle, plan, cuda_type, compute, call) or call
 
-    def grouped(self, groups: dict, dtype: DType, precision: str, pointers: int,
-                op: str) -> None:
-        """``cublasGemmGroupedBatchedEx`` over ``groups``: key (transa, transb, m, n, k,
-        lda, ldb, ldc, alpha, beta) -> list of (A, B, C) address arrays; ``pointers`` is
-        the device address of every A address, then every B, then every C, in group order
-        (``grouped_pointers`` builds that host array)."""
-        cuda_type, compute, _, _ = _types(dtype, precision)
-        scale = GROUPED_DTYPES[dtype]
-        keys = list(groups)
-        sizes = [sum(len(p[0]) for p in groups[key]) for key in keys]
-        total = sum(sizes)
-        alphas = (scale * len(keys))(*[k[8] for k in keys])
-        betas = (scale * len(keys))(*[k[9] for k in keys])
-        cols = [list(c) for c in zip(*[k[:8] for k in keys])]
-        _cublas.gemm_grouped(self.handle, cols[0], cols[1], cols[2], cols[3], cols[4],
-                             ctypes.addressof(alphas), pointers, cuda_type, cols[5],
-                             pointers + 8 * total, cols[6], ctypes.addressof(betas),
-                             pointers + 16 * total, cols[7], sizes, compute, op)
+    def pointer_call(self, keys: list, sizes: list, dtype: DType,
+                     precision: str) -> PointerGemm:
+        """The bound products of uniform groups ``keys`` (transa, transb, m, n, k, lda,
+        ldb, ldc, alpha, beta) of ``sizes`` problems each, over pointer arrays:
+        ``.run(pointers, op)`` (``blas_groups.PointerGemm``)."""
+        cuda_type, compute, layout, is_complex = _types(dtype, precision)
+        return PointerGemm(self.handle, keys, sizes, cuda_type, compute, layout, is_complex,
+                           GROUPED_DTYPES.get(dtype))
+
+    def upload_pointers(self, ctx: ExecContext, dst: int, data: np.ndarray, op: str) -> None:
+        """Enqueue the copy of the host array ``data`` to ``dst`` through pinned staging
+        (never waits; ``blas_groups.PinnedRing``)."""
+        ring = self._ring
+        if ring is None:
+            ring = self._ring = PinnedRing()
+        ring.upload(ctx, dst, data, op)
 
     def has_grouped(self) -> bool:
         """Whether this cuBLAS has cublasGemmGroupedBatchedEx (``has_grouped()``)."""
@@ -132,10 +135,6 @@ class Blas(Authority):
 
     def close(self) -> None:
         self.handle.close()
+        if self._ring is not None:
+            self._ring.close()
 
-
-def grouped_pointers(groups: dict) -> np.ndarray:
-    """The host array ``Blas.grouped`` expects on the device: A, then B, then C addresses."""
-    keys = list(groups)
-    parts = [np.concatenate([p[i] for p in groups[key]]) for i in range(3) for key in keys]
-    return np.concatenate(parts).astype(np.int64)

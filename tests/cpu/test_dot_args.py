@@ -3,8 +3,8 @@ dot_fakes.py, with a real ``exec.blas.Blas`` over a recording stand-in for the c
 bindings): the cuBLAS arguments (operand order, leading dimensions, batch strides,
 compute types, scalars in the host block) and the prepared call of a warm cache slot are
 what the plan says; staging copies; k = 0; the integer kernel's parameters and grid;
-grouped GEMM's groups, pointer arrays and scalars; the cuBLAS handle setup; a missing
-cuBLAS named before anything runs.
+the cuBLAS handle setup; a missing cuBLAS named before anything runs (grouped GEMM's
+calls: test_dot_grouped_calls.py).
 """
 
 from __future__ import annotations
@@ -13,7 +13,17 @@ import ctypes
 import struct
 
 import pytest
-from dot_fakes import BMM, MM, FakeLib, Rec, close_live_blas, is_copy, kinds, session
+from dot_fakes import (
+    BMM,
+    MM,
+    Capture,
+    FakeLib,
+    Rec,
+    close_live_blas,
+    is_copy,
+    kinds,
+    session,
+)
 
 from tenferro_cuda import _cublas
 from tenferro_cuda.configs.dot import (
@@ -40,22 +50,6 @@ def fake_lib():
         close_live_blas()
         _cublas._state.clear()
         _cublas._state.update(saved)
-
-
-class Capture:
-    def __init__(self):
-        self.calls = []
-
-    def __call__(self, name):
-        def record(*args, **kwargs):
-            if name == "gemm_grouped":  # host scalar arrays live only during the call
-                groups = len(args[15])
-                self.scalars = [list((ctypes.c_float * groups).from_address(args[i]))
-                                for i in (6, 12)]
-            if name in ("gemm", "gemm_strided_batched"):  # the host block is reused
-                self.scalar_bytes = ctypes.string_at(args[6], 32)
-            self.calls.append((name, args))
-        return record
 
 
 @pytest.fixture
@@ -148,47 +142,6 @@ def test_int_kernel_parameters(ctx, s, dtype):
     assert vals[7:16] == (1400, 20, 1, 2600, 130, 1, 9100, 130, 1)
     assert vals[16:] == (alpha & ((1 << (64 if wide else 32)) - 1), 0, 1)
     assert ctx.blas_asked == 0 and ctx.blas_impl is None
-
-
-def test_grouped_blas_groups_and_pointers(blas, ctx, s):
-    f32 = DType.FLOAT32
-    item = f32.itemsize
-    dev = ctx.dev
-    j0 = GemmJob(dev((2, 4, 3)), dev((2, 3, 5)), dev((2, 4, 5)), BMM)
-    j1 = GemmJob(dev((4, 3)), dev((3, 5)), dev((4, 5)))  # same gemm shape: same group
-    j2 = GemmJob(dev((6, 3)), dev((3, 5)), dev((6, 5)),
-                 accumulation=DotGeneralAccumulation(2.0, 1.0))
-    j3 = GemmJob(dev((6, 0)), dev((0, 5)), dev((6, 5)))  # k = 0: beta * out
-    s.grouped_gemm(GroupedGemmConfig([j0, j1, j2, j3]))
-    name, args = blas.calls[-1]
-    assert name == "gemm_grouped" and len(blas.calls) == 1
-    h, ta, tb, m, n, k, alpha, pa, dt, lda, pb, ldb, beta, pc, ldc, sizes, comp, op = args
-    assert (m, n, k, sizes) == ([5, 5], [4, 6], [3, 3], [3, 1])
-    assert (lda, ldb, ldc) == ([5, 5], [3, 3], [5, 5])
-    total = 4
-    assert (pb - pa, pc - pa) == (8 * total, 16 * total)
-    upload = [c for c in ctx.calls if c[0] == "upload"][-1]
-    assert upload[1] == pa
-    flat = upload[2].reshape(3, total)
-    want_a = [j0.rhs.data_ptr(), j0.rhs.data_ptr() + 15 * item, j1.rhs.data_ptr(),
-              j2.rhs.data_ptr()]
-    want_b = [j0.lhs.data_ptr(), j0.lhs.data_ptr() + 12 * item, j1.lhs.data_ptr(),
-              j2.lhs.data_ptr()]
-    want_c = [j0.out.data_ptr(), j0.out.data_ptr() + 20 * item, j1.out.data_ptr(),
-              j2.out.data_ptr()]
-    assert flat.tolist() == [want_a, want_b, want_c]
-    assert blas.scalars == [[1.0, 2.0], [0.0, 1.0]]
-    assert ("memset", j3.out.data_ptr(), 0, 120) in ctx.calls
-
-
-@pytest.mark.parametrize("dtype", [DType.COMPLEX64, DType.INT32], ids=lambda d: d.value)
-def test_grouped_complex_and_int_run_per_job(dtype):
-    ctx = Rec()
-    s = session(ctx)
-    jobs = [GemmJob(ctx.dev((4, 3), dtype), ctx.dev((3, 5), dtype), ctx.dev((4, 5), dtype))
-            for _ in range(3)]
-    s.grouped_gemm(GroupedGemmConfig(jobs))
-    assert kinds(ctx.calls).count("launch" if dtype.is_integer else "gemm") == 3
 
 
 def _last_call(lib) -> tuple:

@@ -29,6 +29,7 @@ import test_dot_cached
 import test_dot_general
 import test_dot_grouped
 import test_dot_int
+from dot_fakes import PinnedStub
 from reference.fake_context import FakeContext, FakeSession
 
 from tenferro_cuda import _cublas
@@ -168,8 +169,21 @@ class FakeCublas:
     gemm_ex_64 = gemm_ex
     gemm_strided_batched_ex_64 = gemm_strided_batched_ex
 
+    def gemm_batched_ex(self, h, ta, tb, m, n, k, alpha, aarr, dt, lda, barr, dt2, ldb, beta,
+                        carr, dt3, ldc, batch, comp, algo):
+        ptrs = [self.mem.gather(p, np.int64, np.arange(batch)) for p in (aarr, barr, carr)]
+        for i in range(batch):
+            self._gemm(ta, tb, m, n, k, alpha, int(ptrs[0][i]), dt, lda, int(ptrs[1][i]), ldb,
+                       beta, int(ptrs[2][i]), ldc, comp)
+
     def gemm_grouped_batched_ex(self, h, ta, tb, m, n, k, alpha, aarr, dt, lda, barr, dt2, ldb,
                                 beta, carr, dt3, ldc, groups, sizes, comp):
+        assert npd_kind(dt) != "c", "cuBLAS has no complex grouped GEMM"
+
+        def ints(arg):  # a host int32 array's address, as the bindings pass it on
+            return list((ctypes.c_int32 * groups).from_address(arg))
+        ta, tb, m, n, k, lda, ldb, ldc, sizes = map(ints, (ta, tb, m, n, k, lda, ldb, ldc,
+                                                           sizes))
         size = 4 if comp in (68, 77) else 8
         total = sum(sizes)
         ptrs = [self.mem.gather(p, np.int64, np.arange(total)) for p in (aarr, barr, carr)]
@@ -182,6 +196,10 @@ class FakeCublas:
                 self._gemm(ta[g], tb[g], m[g], n[g], k[g], addr, int(ptrs[0][p]), dt, lda[g],
                            int(ptrs[1][p]), ldb[g], addr + size, int(ptrs[2][p]), ldc[g], comp)
                 p += 1
+
+
+def npd_kind(dt: int) -> str:
+    return np.dtype(CUDA_TYPES[dt]).kind
 
 
 def _index(shape, strides, offset) -> np.ndarray:
@@ -254,6 +272,7 @@ def _scale(mem: Memory):
 
 @pytest.fixture
 def s(monkeypatch):
+    PinnedStub().install(monkeypatch)  # the pointer arrays' staging: host buffers
     saved = dict(_cublas._state)
     mem = Memory()
     _cublas._state.clear()

@@ -3,7 +3,8 @@ test_dot_args.py; kept here because tests/gpu is on sys.path): an execution cont
 (``reference.fake_context.FakeContext``) whose device work is recorded instead of run --
 addresses without memory, every allocation, copy, memset, upload and launch appended to
 ``ctx.calls`` -- a recording stand-in for ``exec.blas.Blas``, and a recording stand-in for
-the cuBLAS bindings module (under a real ``Blas``, ``Rec(real_blas=True)``)."""
+the cuBLAS bindings module (under a real ``Blas``, ``Rec(real_blas=True)``), and pinned
+host memory for the real ``Blas``'s pointer staging (``PinnedStub``)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from reference.fake_context import FakeContext, FakeSession
 
 from tenferro_cuda.configs.dot import DotGeneralConfig
 from tenferro_cuda.dtypes import DType
+from tenferro_cuda.exec import blas_groups
 from tenferro_cuda.exec.blas import Blas
 from tenferro_cuda.ops import dot
 from tenferro_cuda.tensor import Tensor
@@ -55,9 +57,21 @@ class _Call:
         self.calls.append(("call", self.plan, alpha, beta, self.precision, (pa, pb, pc)))
 
 
+class _Grouped:
+    """A bound call of ``RecordingBlas.pointer_call``."""
+
+    def __init__(self, calls: list, keys: list, sizes: list, dtype: Any, precision: str):
+        self.calls, self.keys, self.sizes = calls, keys, sizes
+        self.dtype, self.precision = dtype, precision
+
+    def run(self, pointers: int, op: str) -> None:
+        self.calls.append(("grouped", self.keys, self.sizes, self.dtype, self.precision,
+                           pointers))
+
+
 class RecordingBlas:
-    """Stands in for ``exec.blas.Blas``: records gemm, bind (and the bound calls' runs)
-    and grouped calls."""
+    """Stands in for ``exec.blas.Blas``: records gemm, bind (and the bound calls' runs),
+    pointer-array uploads and the runs of grouped calls."""
 
     def __init__(self, calls: list) -> None:
         self.calls = calls
@@ -73,8 +87,11 @@ class RecordingBlas:
         self.calls.append(("bind", plan))
         return _Call(self.calls, plan, precision)
 
-    def grouped(self, groups, dtype, precision, pointers, op) -> None:
-        self.calls.append(("grouped", groups, dtype, precision, pointers))
+    def pointer_call(self, keys, sizes, dtype, precision) -> _Grouped:
+        return _Grouped(self.calls, list(keys), list(sizes), dtype, precision)
+
+    def upload_pointers(self, ctx, dst, data, op) -> None:
+        self.calls.append(("upload", dst, np.array(data, np.int64)))
 
 
 class Rec(FakeContext):
@@ -111,7 +128,7 @@ class Rec(FakeContext):
 
     def upload(self, dst, host, nbytes, op) -> None:
         data = np.frombuffer(ctypes.string_at(host, nbytes), np.int64).copy()
-        self.calls.append(("upload", dst, data))
+        self.calls.append(("upload", dst, data, host))
 
     def _launched(self, fn, grid, block, shared, args) -> None:
         self.calls.append(("launch", fn, tuple(grid), tuple(block), tuple(args)))
@@ -160,3 +177,60 @@ def close_live_blas() -> None:
     module is still installed)."""
     while LIVE_BLAS:
         LIVE_BLAS.pop().close()
+
+
+class PinnedStub:
+    """Page-locked host memory for ``exec.blas_groups.PinnedRing`` without a driver:
+    ctypes buffers (real host addresses), frees counted, and a stream that is idle unless
+    ``busy`` is set (``install(monkeypatch)`` puts it in place)."""
+
+    def __init__(self) -> None:
+        self.blocks: list = []
+        self.freed: list[int] = []
+        self.busy = False
+        self.queries = 0
+
+    def alloc(self, nbytes: int) -> int:
+        buf = ctypes.create_string_buffer(nbytes)
+        self.blocks.append(buf)
+        return ctypes.addressof(buf)
+
+    def free(self, ptr: int) -> int:
+        self.freed.append(ptr)
+        return 0
+
+    def query(self, stream: Any) -> bool:
+        self.queries += 1
+        return not self.busy
+
+    def install(self, monkeypatch: Any) -> PinnedStub:
+        monkeypatch.setattr(blas_groups._driver_memory, "host_alloc_pinned", self.alloc)
+        monkeypatch.setattr(blas_groups._driver_memory, "host_free", self.free)
+        monkeypatch.setattr(blas_groups._driver, "stream_query", self.query)
+        return self
+
+
+class Capture:
+    """Records the ``_cublas`` calls; host arrays and scalars are read during the call
+    (``grouped``: the per-group int32 parameters and float scalars of gemm_grouped)."""
+
+    def __init__(self):
+        self.calls = []
+        self.grouped: dict = {}
+
+    def __call__(self, name):
+        def record(*args, **kwargs):
+            if name == "gemm_grouped":
+                groups = args[15]
+
+                def ints(i):
+                    return list((ctypes.c_int32 * groups).from_address(args[i]))
+                self.grouped = {key: ints(i) for key, i in (
+                    ("ta", 1), ("tb", 2), ("m", 3), ("n", 4), ("k", 5), ("lda", 9),
+                    ("ldb", 11), ("ldc", 14), ("sizes", 16))}
+                self.scalars = [list((ctypes.c_float * groups).from_address(args[i]))
+                                for i in (6, 12)]
+            if name in ("gemm", "gemm_strided_batched", "gemm_batched"):  # reused blocks
+                self.scalar_bytes = ctypes.string_at(args[6], 32)
+            self.calls.append((name, args))
+        return record

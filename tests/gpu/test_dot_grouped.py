@@ -1,7 +1,9 @@
 """grouped_gemm on the device: jobs of mixed shapes, batches, transposed and staged
-layouts, strided outputs, per-job alpha/beta, k = 0 and empty jobs, in one call; real
-float dtypes through cuBLAS grouped GEMM, complex and integer dtypes job by job;
-validation (overlapping outputs, dtype and precision disagreements) changes nothing."""
+layouts, strided outputs, per-job alpha/beta, k = 0 and empty jobs, in one call; float
+and complex dtypes through cuBLAS batched/grouped GEMM over uniform groups, integer
+dtypes job by job; repeated calls with one config (its planned run: reading the operands'
+current contents, staged jobs' arrays uploaded each call, residency checked); validation
+(overlapping outputs, dtype and precision disagreements) changes nothing."""
 
 from __future__ import annotations
 
@@ -93,3 +95,90 @@ def test_grouped_validation_changes_nothing(s, rng):
         with pytest.raises(tc.ValidationError):
             s.grouped_gemm(GroupedGemmConfig(jobs))
     assert down(s, big).tobytes() == init.tobytes()
+
+
+def _small_ints(dtype, shape, rng):
+    """Values whose products and sums stay exact in every float dtype."""
+    return rng.integers(-3, 4, shape).astype(dtype.numpy)
+
+
+def test_grouped_uniform_group_and_repeats(s, rng):
+    """64 jobs of one shape (one batched call): against numpy on the first call and on
+    repeated calls with the same config, which reuse its uploaded address array."""
+    f32 = tc.float32
+    lhs = [sample(f32, (128, 80), rng) for _ in range(64)]
+    rhs = [sample(f32, (80, 96), rng) for _ in range(64)]
+    jobs = [GemmJob(s.upload_host_tensor(a), s.upload_host_tensor(b),
+                    s.upload_host_tensor(np.zeros((128, 96), np.float32)))
+            for a, b in zip(lhs, rhs)]
+    cfg = GroupedGemmConfig(jobs)
+    for _ in range(3):
+        s.grouped_gemm(cfg)
+        for job, a, b in zip(jobs, lhs, rhs):
+            check_close(down(s, job.out), a.astype(np.float64) @ b, "float32", 80)
+
+
+@pytest.mark.parametrize("dtype", [tc.float32, tc.float64, tc.complex64, tc.int32],
+                         ids=lambda d: d.value)
+def test_grouped_repeats_read_current_contents(s, rng, dtype):
+    """A repeated call reads what its operands hold now: ``x += l . r`` (beta 1) then
+    ``y = x . r2`` with a transposed, a staged and a batched job in each call."""
+    cfg2 = C((0, 2), (0, 1))
+    shapes = [((5, 4), "c", (4, 6)), ((7, 3), "T", (3, 6)), ((3, 5, 4), "c", (3, 4, 6))]
+    first, second, xs, ys, wants = [], [], [], [], []
+    for ls, ll, rs in shapes:
+        cfg = cfg2 if len(ls) == 3 else MM
+        lhs, lv = device_view(s, _small_ints(dtype, ls, rng), ll)
+        rhs, rv = device_view(s, _small_ints(dtype, rs, rng), "c")
+        x0 = np.zeros(accum_ref(lv, rv, cfg, 1, 0, None).shape, dtype.numpy)
+        x = s.upload_host_tensor(x0)
+        r2 = _small_ints(dtype, (x0.shape[1], 2), rng)
+        y = s.upload_host_tensor(np.zeros((x0.shape[0], 2), dtype.numpy))
+        first.append(GemmJob(lhs, rhs, x, cfg, Acc(1, 1)))
+        second.append(GemmJob(x, s.upload_host_tensor(r2), y))
+        xs.append(x)
+        ys.append(y)
+        wants.append((accum_ref(lv, rv, cfg, 1, 0, None), r2))
+    accumulate, chain = GroupedGemmConfig(first), GroupedGemmConfig(second)
+    for n in range(1, 4):
+        s.grouped_gemm(accumulate)
+        s.grouped_gemm(chain)
+        for x, y, (prod, r2) in zip(xs, ys, wants):
+            want_x = (n * prod).astype(dtype.numpy)
+            assert np.array_equal(down(s, x), want_x)
+            assert np.array_equal(down(s, y), (want_x @ r2).astype(dtype.numpy))
+
+
+def test_grouped_staged_repeats_past_the_pinned_ring(s, rng):
+    """A config with a staged job uploads its address array on every call through the
+    pinned staging ring: 18 problems (432 bytes) a call, so 400 calls go round the 64 KiB
+    ring more than twice (or copy from pageable memory while the stream is busy)."""
+    f32 = tc.float32
+    l3, r3 = _small_ints(f32, (16, 6, 3), rng), _small_ints(f32, (16, 3, 5), rng)
+    ls, rs = _small_ints(f32, (4, 3, 2), rng), _small_ints(f32, (4, 2, 5), rng)
+    batched = GemmJob(s.upload_host_tensor(l3), s.upload_host_tensor(r3),
+                      s.upload_host_tensor(np.zeros((16, 6, 5), np.float32)), BMM, Acc(1, 1))
+    staged_out = s.upload_host_tensor(np.zeros((3, 5), np.float32))
+    staged = GemmJob(s.upload_host_tensor(ls), s.upload_host_tensor(rs), staged_out,
+                     C((0, 2), (0, 1)), Acc(1, 1))  # contracting (0, 2): lhs staged
+    plain = GemmJob(s.upload_host_tensor(ls[0]), s.upload_host_tensor(rs[0]),
+                    s.upload_host_tensor(np.zeros((3, 5), np.float32)), MM, Acc(1, 1))
+    cfg = GroupedGemmConfig([batched, staged, plain])
+    calls = 400
+    for _ in range(calls):
+        s.grouped_gemm(cfg)
+    assert np.array_equal(down(s, batched.out), calls * np.matmul(l3, r3))
+    assert np.array_equal(down(s, staged_out), calls * np.einsum("kmj,kjn->mn", ls, rs))
+    assert np.array_equal(down(s, plain.out), calls * (ls[0] @ rs[0]))
+
+
+def test_grouped_repeat_after_reclaim_raises(s, rng):
+    f32 = tc.float32
+    a, b = s.upload_host_tensor(sample(f32, (4, 3), rng)), s.upload_host_tensor(
+        sample(f32, (3, 5), rng))
+    out = s.upload_host_tensor(np.zeros((4, 5), np.float32))
+    cfg = GroupedGemmConfig([GemmJob(a, b, out)])
+    s.grouped_gemm(cfg)
+    s.reclaim_buffer(b)
+    with pytest.raises(tc.RuntimeStateError, match=r"jobs\[0\]\.rhs.*reclaimed"):
+        s.grouped_gemm(cfg)

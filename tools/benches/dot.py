@@ -7,7 +7,9 @@
 - a 4-d contraction that needs permutations (lhs (64,64,64,64) contracting axes (0, 2)
   with rhs axes (1, 3)): device time, target <= 1.2x torch.einsum;
 - the cached form: host cost per call of a warm slot for a 64^3 float32 product, target
-  <= 70 % of the uncached ``dot_general_read_into_accum`` call.
+  <= 70 % of the uncached ``dot_general_read_into_accum`` call;
+- grouped GEMM (issue 16): 64 products of 128x80 . 80x96 float32 per call, target <= 60 us,
+  beside a torch.matmul loop and torch.bmm; 64 products of 4 shapes beside a loop.
 
 FLOP counts: 2 m n k for real dtypes, 8 m n k for complex ones (every peer the same way).
 """
@@ -151,20 +153,67 @@ def cached_rows(s) -> list[Row]:
     ]
 
 
-def grouped_row(s, torch) -> Row:
-    """Report only: 64 independent 128x96x80 float32 products, one call vs a loop."""
-    from tenferro_cuda.configs.dot import GemmJob, GroupedGemmConfig
+GROUPED_SHAPES = [(128, 80, 96), (64, 128, 64), (96, 32, 200), (33, 17, 65)]  # m, k, n
 
-    jobs = [GemmJob(_operand(s, tc.float32, (128, 80), 20 + i),
-                    _operand(s, tc.float32, (80, 96), 90 + i),
-                    _operand(s, tc.float32, (128, 96), 160 + i)) for i in range(64)]
+
+def _grouped_jobs(s, shapes):
+    from tenferro_cuda.configs.dot import GemmJob
+
+    f32 = tc.float32
+    return [GemmJob(_operand(s, f32, (m, k), 20 + i), _operand(s, f32, (k, n), 90 + i),
+                    _operand(s, f32, (m, n), 160 + i)) for i, (m, k, n) in enumerate(shapes)]
+
+
+def _torch_loop(torch, shapes):
+    """torch.matmul(out=) over the same jobs, one call each."""
+    xs = [(torch.randn((m, k), device="cuda"), torch.randn((k, n), device="cuda"),
+           torch.empty((m, n), device="cuda")) for m, k, n in shapes]
+
+    def loop():
+        for x, y, z in xs:
+            torch.matmul(x, y, out=z)
+    return host_us(loop, torch.cuda.synchronize, calls=200)
+
+
+def grouped_rows(s, torch) -> list[Row]:
+    """Host cost per call (final synchronize included, so also bounded by the device) of
+    ``grouped_gemm``: 64 equal products (one uniform group: one cublasGemmBatchedEx)
+    beside a loop of torch.matmul and beside torch.bmm of the same data stacked; and 64
+    products of 4 shapes (one cublasGemmGroupedBatchedEx) beside a torch.matmul loop.
+    The config is built once and called repeatedly, as a training step would."""
+    from tenferro_cuda.configs.dot import GroupedGemmConfig
+
+    uniform = [GROUPED_SHAPES[0]] * 64
+    mixed = [GROUPED_SHAPES[i % 4] for i in range(64)]
+    rows = []
+    jobs = _grouped_jobs(s, uniform)
     cfg = GroupedGemmConfig(jobs)
     ours = host_us(lambda: s.grouped_gemm(cfg), s.synchronize, calls=2000)
     loop = host_us(lambda: [s.dot_general_read_into(j.lhs, j.rhs, MM, j.out) for j in jobs],
                    s.synchronize, calls=200)
-    return Row(FAMILY, "grouped 64 x (128x80 . 80x96) float32 host cost", "us", ours,
-               note=f"one dot_general_read_into per job: {loop:.1f} us",
-               extra={"loop_us": loop})
+    t_loop = t_bmm = None
+    if torch is not None:
+        torch.backends.cuda.matmul.allow_tf32 = False
+        t_loop = _torch_loop(torch, uniform)
+        x = torch.randn((64, 128, 80), device="cuda")
+        y = torch.randn((64, 80, 96), device="cuda")
+        z = torch.empty((64, 128, 96), device="cuda")
+        t_bmm = host_us(lambda: torch.bmm(x, y, out=z), torch.cuda.synchronize, calls=2000)
+    rows.append(Row(FAMILY, "grouped 64 x (128x80 . 80x96) float32, vs torch.matmul loop",
+                    "us", ours, torch=t_loop, target="<= 60 us",
+                    note=f"one dot_general_read_into per job: {loop:.1f} us",
+                    extra={"loop_us": loop}))
+    rows.append(Row(FAMILY, "grouped 64 x (128x80 . 80x96) float32, vs torch.bmm (stacked)",
+                    "us", ours, torch=t_bmm, target="<= 60 us",
+                    note="torch.bmm needs the operands in one stacked tensor"))
+    jobs = _grouped_jobs(s, mixed)
+    cfg = GroupedGemmConfig(jobs)
+    ours = host_us(lambda: s.grouped_gemm(cfg), s.synchronize, calls=2000)
+    t_loop = _torch_loop(torch, mixed) if torch is not None else None
+    rows.append(Row(FAMILY, "grouped 64 jobs of 4 shapes float32, vs torch.matmul loop", "us",
+                    ours, torch=t_loop, target="report",
+                    note="shapes (m,k,n) " + ", ".join(map(str, GROUPED_SHAPES))))
+    return rows
 
 
 def run(session) -> list[Row]:
@@ -174,5 +223,5 @@ def run(session) -> list[Row]:
     rows.append(bmm_host_row(s, torch))
     rows.append(contraction_row(s, torch, cupy))
     rows += cached_rows(s)
-    rows.append(grouped_row(s, torch))
+    rows += grouped_rows(s, torch)
     return rows

@@ -5,37 +5,42 @@ numbers, alpha/beta/conjugation). Everything is validated before anything runs: 
 job on its own, one dtype for all jobs, one precision, and no output overlapping another
 output or any job's input (jobs run concurrently; judged by device byte ranges, so
 different tensor objects over the same memory count as the same memory). Each job is
-planned like a single product; staging copies run first. Then:
+planned like a single product; then (``grouped_run.py``):
 
-- float16, bfloat16, float32, float64 (cuBLAS 12.5+): one ``cublasGemmGroupedBatchedEx``
-  call. Jobs with equal (transposes, m, n, k, leading dimensions, alpha, beta) form one
-  group; a job's strided batch contributes one problem per batch entry. The A/B/C
-  pointer arrays are uploaded to device memory, the per-group parameters and scalars
-  are host arrays.
-- complex dtypes (cuBLAS has no grouped complex GEMM) and integer dtypes: one strided
-  batched product per job, in job order, all enqueued by this one call.
+- float and complex dtypes: jobs with equal (transposes, m, n, k, leading dimensions,
+  alpha, beta) form one uniform group, a job's strided batch giving one problem per batch
+  entry; each group runs as one ``cublasGemmBatchedEx`` over device arrays of the
+  problems' A/B/C addresses, or all groups of a real dtype as one
+  ``cublasGemmGroupedBatchedEx`` (cuBLAS 12.5+). The address arrays are uploaded from
+  pinned host memory, asynchronously.
+- integer dtypes: one strided batched product per job (``ptx/dot_int.cu``), all
+  enqueued by this one call.
+
+A repeated call with the same ``GroupedGemmConfig`` object reuses the plan of its first
+call (kept per execution context in ``ctx.memo`` until the config is collected): it
+checks that every operand is still resident and enqueues, with the address array of
+unstaged jobs already on the device. A config whose operands are no longer resident takes
+the full path again, which raises the precise error.
 """
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Sequence
 from typing import Any
-
-import numpy as np
 
 from ...configs.dot import GemmJob, GroupedGemmConfig
 from ...dtypes import DType
 from ...errors import UnsupportedDTypeError, ValidationError
 from ...exec.aliasing import byte_range
-from ...exec.blas import GROUPED_DTYPES, grouped_pointers
 from ...exec.context import ExecContext
 from ...exec.residency import resident
 from ...shapes import dot as shapes_dot
-from .. import storage
-from .plan import plan_cached
-from .run import execute, k_zero, operands
+from .grouped_run import GroupedRun, plan_run
 
 __all__ = ["grouped_gemm", "check_disjoint"]
+
+_MEMO_KEY = "grouped_gemm"
 
 
 def _in_job(i: int, exc: Exception, op: str) -> Exception:
@@ -86,34 +91,38 @@ def grouped_gemm(ctx: ExecContext, config: GroupedGemmConfig) -> None:
 
     Notes
     -----
-    Real float jobs run as one cuBLAS grouped batched GEMM; complex and integer jobs
-    run one product per job. Validation covers every job before anything runs.
+    Float and complex jobs run as cuBLAS batched products over uniform groups (one
+    grouped GEMM for several groups of a real dtype); integer jobs run one product per
+    job. Validation covers every job before anything runs. Calling again with the same
+    config object reuses the first call's plan and uploaded address arrays.
     """
     op = "grouped_gemm"
     if not isinstance(config, GroupedGemmConfig):
         raise ValidationError(f"config must be a GroupedGemmConfig "
                               f"(got {type(config).__name__})", op=op)
+    key = (_MEMO_KEY, id(config))
+    run = ctx.memo.get(key)
+    if run is None or run.config() is not config or not run.resident(ctx.home):
+        run = _plan(ctx, config, key, op)
+        if run is None:
+            return
+    run.run(ctx, op)
+
+
+def _plan(ctx: ExecContext, config: GroupedGemmConfig, key: tuple,
+          op: str) -> GroupedRun | None:
+    """Validate every job (raising before anything runs), plan the call and remember it
+    until ``config`` is collected; None when there is no job."""
     checked, dtype, precision = _validate(ctx, config, op)
     if not checked or dtype is None:
-        return
-    blas = not dtype.is_integer
-    grouped = False
-    if blas:
-        cublas = ctx.blas(op)  # a missing cuBLAS is reported before anything runs
-        grouped = dtype in GROUPED_DTYPES and cublas.has_grouped()
-    conj = dtype.is_complex
-    items = []
-    for job, shape, alpha, beta in checked:
-        plan = plan_cached((job.lhs.shape, job.rhs.shape, shape),
-                           (job.lhs.strides, job.rhs.strides, job.out.strides), job.config,
-                           conj and job.accumulation.lhs_conj,
-                           conj and job.accumulation.rhs_conj, blas)
-        items.append((plan, job, alpha, beta))
-    if grouped:
-        _grouped_blas(ctx, items, dtype, precision, op)
-        return
-    for plan, job, alpha, beta in items:
-        execute(ctx, plan, job.lhs, job.rhs, job.out, dtype, alpha, beta, precision, op)
+        return None
+    if not dtype.is_integer:
+        ctx.blas(op)  # a missing cuBLAS is reported before anything runs
+    run = plan_run(ctx, config, checked, dtype, precision, op)
+    ctx.memo.put(key, run)
+    forget = weakref.finalize(config, ctx.memo.pop, key, None)
+    forget.atexit = False
+    return run
 
 
 def _validate(ctx: ExecContext, config: GroupedGemmConfig,
@@ -149,37 +158,3 @@ def _validate(ctx: ExecContext, config: GroupedGemmConfig,
         checked.append((job, shape, alpha, beta))
     check_disjoint(jobs, op)
     return checked, dtype, precision
-
-
-def _grouped_blas(ctx: ExecContext, items: list, dtype: DType, precision: str,
-                  op: str) -> None:
-    item = dtype.itemsize
-    groups: dict[tuple, list] = {}
-    keep, backs = [], []
-    for plan, job, alpha, beta in items:
-        if plan.empty:
-            continue
-        if plan.kzero:
-            k_zero(ctx, job.out, beta, op)
-            continue
-        if plan.use64:  # beyond the int32 grouped API: run this job on its own
-            execute(ctx, plan, job.lhs, job.rhs, job.out, dtype, alpha, beta, precision, op)
-            continue
-        a, b, target, back = operands(ctx, plan, job.lhs, job.rhs, job.out, dtype, beta, op)
-        keep.append((a, b, target))
-        if back is not None:
-            backs.append((target, back))
-        pa, pb = (b.data_ptr(), a.data_ptr()) if plan.swap else (a.data_ptr(), b.data_ptr())
-        steps = np.arange(plan.batch, dtype=np.int64) * item
-        key = (plan.transa, plan.transb, plan.m, plan.n, plan.k, plan.lda, plan.ldb,
-               plan.ldc, alpha, beta)
-        groups.setdefault(key, []).append(
-            (pa + steps * plan.stride_a, pb + steps * plan.stride_b,
-             target.data_ptr() + steps * plan.stride_c))
-    if groups:
-        flat = grouped_pointers(groups)  # all A pointers, then all B, then all C
-        dev = ctx.alloc(DType.INT64, flat.shape, op)
-        ctx.upload(dev.data_ptr(), flat.ctypes.data, flat.nbytes, op)
-        ctx.blas(op).grouped(groups, dtype, precision, dev.data_ptr(), op)
-    for target, back in backs:
-        storage.copy_into(ctx, target, back, op)
