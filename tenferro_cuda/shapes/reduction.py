@@ -1,12 +1,14 @@
 """Validation and shape inference of the reductions and BLAS-1 ops (pure Python).
 
-Reductions (``reduce_sum/prod/max/min``): ``axes`` is a sequence of distinct ints in
-``range(rank)`` (the spec's ``&[usize]``: negative axes are out of range); the reduced axes
-are removed from the shape (all axes -> rank 0; no axes -> a copy). Every numeric dtype is
-accepted (bool is not); max/min are not defined for complex. The result dtype is the input
+Reductions (``reduce_sum/prod/max/min/and/or``): ``axes`` is a sequence of distinct ints
+in ``range(rank)`` (the spec's ``&[usize]``: negative axes are out of range); the reduced
+axes are removed from the shape (all axes -> rank 0; no axes -> a copy). sum/prod/max/min
+accept every numeric dtype (bool is not); max/min are not defined for complex; and/or take
+bool (logical) and the integer dtypes (bitwise) only. The result dtype is the input
 dtype: integer sums and products wrap in it (``np.sum(x, dtype=x.dtype)``), float16 and
 bfloat16 are accumulated in float32 and rounded once. Reducing over zero elements gives 0
-(sum) or 1 (prod); max/min of zero elements raise ``ValidationError``.
+(sum, or), 1 (prod) or all bits set (and: True, -1, 255); max/min of zero elements raise
+``ValidationError``.
 
 BLAS-1: ``vdot`` (same shape and dtype), ``norm_squared`` (result dtype: the real dtype),
 ``axpby`` scalars (``scalar_bytes``: the value converted to the tensor dtype).
@@ -25,10 +27,14 @@ from ..dtypes import DType
 from ..errors import UnsupportedDTypeError, ValidationError
 from . import check_rank, normalize_axes, require_dtype, same_dtype, same_shape
 
-REDUCE_KINDS = ("sum", "prod", "max", "min")
+REDUCE_KINDS = ("sum", "prod", "max", "min", "and", "or")
 
 
 def check_reduce_dtype(kind: str, dtype: DType, op: str) -> None:
+    if kind in ("and", "or"):
+        require_dtype(dtype, op, dtype.is_bool or dtype.is_integer,
+                      f"reduce_{kind} takes bool and integer dtypes")
+        return
     require_dtype(dtype, op, dtype.is_numeric, "reductions take numeric dtypes")
     if kind in ("max", "min") and dtype.is_complex:
         raise UnsupportedDTypeError(f"{op} is not defined for {dtype.value} (complex numbers "
@@ -63,6 +69,18 @@ def infer_reduce(kind: str, dtype: DType, shape: Sequence[int], axes: object,
             f"{op} over an empty axis (shape {tuple(shape)}, axes {ax}) has no identity",
             op=op)
     return ax, out_shape, count
+
+
+def identity(kind: str, dtype: DType) -> int | bool:
+    """The result of reducing zero elements (the operator's identity) as a Python value
+    of ``dtype``: 0 for sum/or, 1 for prod, all bits set for and."""
+    if kind == "and":
+        if dtype.is_bool:
+            return True
+        return -1 if dtype.is_signed_integer else int(np.iinfo(dtype.numpy).max)
+    if kind == "or":
+        return False if dtype.is_bool else 0
+    return 0 if kind == "sum" else 1
 
 
 def infer_vdot(a_dtype: DType, a_shape: Sequence[int], b_dtype: DType,

@@ -269,6 +269,14 @@ def wide(dt):
 def sample(dt: str, shape, kind: str = "sum", seed: int = 0) -> np.ndarray:
     rng = np.random.default_rng(seed)
     d = np.dtype(dt)
+    if kind in ("and", "or"):  # mostly set (and) / mostly clear (or) bits: mixed results
+        p = 0.97 if kind == "and" else 0.03
+        bits = rng.random((*np.shape(np.empty(shape)), 8 * d.itemsize)) < p
+        if d.kind == "b":
+            return np.ascontiguousarray(bits[..., 0])
+        weights = np.array([1 << i for i in range(8 * d.itemsize)], np.uint64)
+        words = (bits.astype(np.uint64) * weights).sum(axis=-1, dtype=np.uint64)
+        return words.astype(np.dtype(f"u{d.itemsize}")).view(d)
     if d.kind in "iu":
         lo, hi = (-3, 4) if kind == "prod" else (-100, 100)
         return rng.integers(max(lo, np.iinfo(d).min), hi, shape).astype(d)
@@ -291,12 +299,28 @@ def close(got: np.ndarray, ref: np.ndarray, scale) -> None:
     assert not bad.any(), f"got {got[bad][:5]}, want {ref[bad][:5]}"
 
 
-KINDS = {"sum": np.sum, "prod": np.prod, "max": np.max, "min": np.min}
+def bit_reduce(kind: str):
+    """numpy's and/or reduction: logical on bool, bitwise on integers."""
+    def reduce(v: np.ndarray, axis=None) -> np.ndarray:
+        if v.dtype.kind == "b":
+            return (np.all if kind == "and" else np.any)(v, axis=axis)
+        return (np.bitwise_and if kind == "and" else np.bitwise_or).reduce(v, axis=axis)
+    return reduce
+
+
+KINDS = {"sum": np.sum, "prod": np.prod, "max": np.max, "min": np.min,
+         "and": bit_reduce("and"), "or": bit_reduce("or")}
+BIT_DTYPES = ["bool", "int8", "uint8", "int32", "int64"]
 
 
 def check(kind: str, got: np.ndarray, v: np.ndarray, axes) -> None:
-    """``got`` against numpy: integers wrapped in their dtype, max/min exactly."""
+    """``got`` against numpy: integers wrapped in their dtype, max/min and and/or exactly."""
     axes = tuple(axes)
+    if kind in ("and", "or"):
+        ref = np.asarray(KINDS[kind](v, axis=axes))
+        assert got.dtype == v.dtype and got.shape == ref.shape
+        np.testing.assert_array_equal(got, ref)
+        return
     if v.dtype.kind in "iu":
         extra = {"dtype": v.dtype} if kind in ("sum", "prod") else {}
         np.testing.assert_array_equal(got, KINDS[kind](v, axis=axes, **extra))

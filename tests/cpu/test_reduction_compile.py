@@ -8,12 +8,11 @@ from __future__ import annotations
 import re
 
 import pytest
+from reference import nvrtc_builds
 
-from tenferro_cuda import _nvrtc
 from tenferro_cuda.dtypes import DType
 from tenferro_cuda.kernels.args import LAYOUT_SIZE
-from tenferro_cuda.kernels.cache import KernelCache
-from tenferro_cuda.kernels.compiler import compile_family, options_for
+from tenferro_cuda.kernels.compiler import options_for
 from tenferro_cuda.kernels.families import blas1, reduce
 from tenferro_cuda.kernels.registry import INCLUDE_DIR, family, global_names
 from tenferro_cuda.ops.blas1 import (
@@ -29,11 +28,17 @@ F16, F32, F64 = DType.FLOAT16, DType.FLOAT32, DType.FLOAT64
 I8, C64, C128 = DType.INT8, DType.COMPLEX64, DType.COMPLEX128
 
 
+def program(name: str, arch: int) -> nvrtc_builds.Build:
+    """``compile_family`` of every instantiation of ``name``."""
+    return nvrtc_builds.family_build(name, family(name).all_expressions(), arch)
+
+
+@nvrtc_builds.ahead(program)
 @pytest.mark.parametrize("arch", [80, 90])
 @pytest.mark.parametrize("name", FAMILIES)
-def test_every_instantiation_compiles(name, arch, tmp_path):
+def test_every_instantiation_compiles(name, arch):
     exprs = tuple(family(name).all_expressions())
-    prog = compile_family(name, exprs, arch, cache=KernelCache(tmp_path))
+    prog = nvrtc_builds.get(program(name, arch))
     assert set(prog.lowered) == set(exprs)
     assert all(prog.lowered[e] for e in exprs)
     assert prog.image
@@ -50,6 +55,8 @@ def test_instantiations_cover_every_op_and_dtype():
     for kind in reduce.OPS:
         for d in DType:
             ok = d.is_numeric and not (kind in ("max", "min") and d.is_complex)
+            if kind in ("and", "or"):
+                ok = d.is_bool or d.is_integer
             assert (d in reduce.op_dtypes(kind)) == ok
             if not ok:
                 continue
@@ -102,6 +109,8 @@ CASES = {
     + [(_cols("sum", F32, F32, F32, i), col_codes(i)) for i in reduce.INDEX]
     + [(_rows("prod", F16, F16, F32, "tf::u64"), row_codes("tf::u64")),
        (_cols("max", I8, I8, I8, "tf::u32"), col_codes("tf::u32")),
+       (_rows("and", DType.BOOL, DType.BOOL, DType.BOOL, "tf::u32"), row_codes("tf::u32")),
+       (_cols("or", DType.INT64, DType.INT64, DType.INT64, "tf::u64"), col_codes("tf::u64")),
        (_rows("sum", C128, C128, C128, "tf::u32"), row_codes("tf::u32"))],
     "blas1": [(_blas("flat_partials", blas1.map_arg(m, d.ctype)), FLAT_PARTIALS_CODES)
               for m in blas1.MAPS for d in (F16, C128)]
@@ -113,19 +122,24 @@ CASES = {
 }
 
 
+def ptx_programs() -> list[nvrtc_builds.Build]:
+    """The PTX (sm_90) of the instantiations that CASES and VECTOR check, per family."""
+    return [nvrtc_builds.nvrtc_build(
+        name, dict.fromkeys(e for e, _ in CASES[name] + VECTOR[name]),
+        options_for(90) + (f"-I{INCLUDE_DIR}",), ptx=True, arch=90) for name in CASES]
+
+
 @pytest.fixture(scope="module")
 def ptx():
     out = {}
-    for name, cases in CASES.items():
-        fam = family(name)
-        exprs = tuple(dict.fromkeys(e for e, _ in cases + VECTOR[name]))
-        prog = _nvrtc.compile_program(fam.read_source(), fam.source,
-                                      options_for(90) + (f"-I{INCLUDE_DIR}",), exprs, ptx=True)
+    for build in ptx_programs():
+        prog = nvrtc_builds.get(build)
         text = prog.image.decode(errors="replace")
-        out.update({e: (text, prog.lowered[e]) for e in exprs})
+        out.update({e: (text, prog.lowered[e]) for e in build.expressions})
     return out
 
 
+@nvrtc_builds.ahead(ptx_programs)
 @pytest.mark.parametrize("expr,codes", [c for v in CASES.values() for c in v],
                          ids=[e for v in CASES.values() for e, _ in v])
 def test_argument_codes_match_kernel_parameters(ptx, expr, codes):
@@ -148,6 +162,7 @@ VECTOR = {
 }
 
 
+@nvrtc_builds.ahead(ptx_programs)
 @pytest.mark.parametrize("expr,pattern", [c for v in VECTOR.values() for c in v],
                          ids=[e for v in VECTOR.values() for e, _ in v])
 def test_bandwidth_kernels_use_16_byte_accesses(ptx, expr, pattern):

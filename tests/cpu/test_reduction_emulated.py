@@ -59,8 +59,11 @@ def device_view(s, a: np.ndarray, make):
 
 
 def _params():
-    return [pytest.param(k, dt, c, id=f"{k}-{dt}-{c}") for dt in emu.DTYPES for k in KINDS
-            if not (k in ("max", "min") and dt.startswith("complex")) for c in CASES]
+    out = [pytest.param(k, dt, c, id=f"{k}-{dt}-{c}") for dt in emu.DTYPES for k in KINDS
+           if k not in ("and", "or") and not (k in ("max", "min") and dt.startswith("complex"))
+           for c in CASES]
+    return out + [pytest.param(k, dt, c, id=f"{k}-{dt}-{c}") for dt in emu.BIT_DTYPES
+                  for k in ("and", "or") for c in CASES]
 
 
 @pytest.mark.parametrize("kind,dt,case", _params())
@@ -95,6 +98,10 @@ def test_empty_reductions_fill_identities(s):
     np.testing.assert_array_equal(s.down(s.reduce_sum(z, (1,))), np.zeros((3, 2)))
     np.testing.assert_array_equal(s.down(s.reduce_prod(z, (1,))), np.ones((3, 2)))
     assert s.down(s.reduce_max(z, (0,))).shape == (0, 2)
+    for dt, every in (("bool", True), ("int8", -1), ("uint8", 255), ("int64", -1)):
+        e = s.up(np.zeros((0, 3), dt))
+        np.testing.assert_array_equal(s.down(s.reduce_and(e, (0,))), np.full(3, every, dt))
+        np.testing.assert_array_equal(s.down(s.reduce_or_read(e, (0, 1))), np.zeros((), dt))
 
 
 def test_cached_calls_still_validate(s):

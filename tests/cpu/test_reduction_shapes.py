@@ -62,6 +62,11 @@ ERRORS = {  # (kind, dtype, shape, axes) -> (exception, ValidationError.kind or 
     "bool_axis": ("sum", DType.FLOAT32, (2, 3), (True,), ValidationError,
                   "invalid_argument"),
     "none_axes": ("sum", DType.FLOAT32, (2, 3), None, ValidationError, "invalid_argument"),
+    "and_float": ("and", DType.FLOAT32, (3,), (0,), UnsupportedDTypeError, None),
+    "or_float16": ("or", DType.FLOAT16, (3,), (0,), UnsupportedDTypeError, None),
+    "and_complex": ("and", DType.COMPLEX64, (3,), (0,), UnsupportedDTypeError, None),
+    "or_axis_too_big": ("or", DType.BOOL, (2, 3), (2,), ValidationError,
+                        "axis_out_of_bounds"),
     "max_empty": ("max", DType.FLOAT32, (3, 0), (1,), ValidationError, "invalid_argument"),
     "min_empty": ("min", DType.INT8, (0, 3), (0,), ValidationError, "invalid_argument"),
     "max_empty_all": ("max", DType.FLOAT64, (0, 0), (0, 1), ValidationError,
@@ -79,13 +84,37 @@ def test_rejected(case):
         assert info.value.kind == vkind
 
 
-ACCEPTED = [(k, d) for k in KINDS for d in DType
-            if d.is_numeric and not (k in ("max", "min") and d.is_complex)]
+def _accepts(kind: str, d: DType) -> bool:
+    if kind in ("and", "or"):
+        return d.is_bool or d.is_integer
+    return d.is_numeric and not (kind in ("max", "min") and d.is_complex)
 
 
-@pytest.mark.parametrize("kind,dtype", ACCEPTED, ids=[f"{k}-{d.value}" for k, d in ACCEPTED])
-def test_every_numeric_dtype_is_accepted(kind, dtype):
-    assert shp.infer_reduce(kind, dtype, (4, 0), (0,), "op")[1] == (0,)
+TABLE = [(k, d) for k in KINDS for d in DType]
+
+
+@pytest.mark.parametrize("kind,dtype", TABLE, ids=[f"{k}-{d.value}" for k, d in TABLE])
+def test_dtype_table(kind, dtype):
+    if _accepts(kind, dtype):
+        assert shp.infer_reduce(kind, dtype, (4, 0), (0,), "op")[1] == (0,)
+        return
+    with pytest.raises(UnsupportedDTypeError) as info:
+        shp.infer_reduce(kind, dtype, (4, 3), (0,), "op")
+    assert info.value.op == "op"
+
+
+IDENTITIES = {  # (kind, dtype) -> the result of reducing zero elements
+    ("sum", DType.FLOAT32): 0, ("prod", DType.INT8): 1, ("and", DType.BOOL): True,
+    ("and", DType.INT8): -1, ("and", DType.UINT8): 255, ("and", DType.INT64): -1,
+    ("and", DType.INT32): -1, ("or", DType.BOOL): False, ("or", DType.UINT8): 0,
+}
+
+
+@pytest.mark.parametrize("case", list(IDENTITIES), ids=lambda c: f"{c[0]}-{c[1].value}")
+def test_identities(case):
+    want = IDENTITIES[case]
+    got = shp.identity(*case)
+    assert got == want and type(got) is type(want)
 
 
 def test_sum_and_prod_over_empty_axes_are_fine():

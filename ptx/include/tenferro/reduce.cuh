@@ -6,7 +6,9 @@
 // Accumulators: float for half/bfloat16; wrapping unsigned integers for integer sums and
 // products (u32 for int8/uint8/int32, u64 for int64: the low bits of a wrapped sum or
 // product do not depend on the width, so narrowing at the end equals wrapping in the input
-// dtype); the input type otherwise. max/min propagate NaN.
+// dtype); the input type otherwise. max/min propagate NaN. and/or (bool and integers) are
+// bitwise on the input sign-extended into u32 (u64 for 8-byte types): the low bits of the
+// result are the input-width result, and for bool (0 or 1) bitwise is logical.
 #pragma once
 #include "layout.cuh"
 
@@ -94,6 +96,21 @@ template <class T> struct Min {
   typedef typename compute<T>::type acc;
   static __device__ __forceinline__ acc identity() { return bound<acc>::hi(); }
   static __device__ __forceinline__ acc combine(acc a, acc b) { return (a < b || a != a) ? a : b; }
+};
+
+// and/or: identity all ones / zero.
+template <bool Wide, class A, class B> struct pick { typedef A type; };
+template <class A, class B> struct pick<false, A, B> { typedef B type; };
+template <class T> struct bits { typedef typename pick<(sizeof(T) > 4), u64, u32>::type type; };
+template <class T> struct And {
+  typedef typename bits<T>::type acc;
+  static __device__ __forceinline__ acc identity() { return ~acc(0); }
+  static __device__ __forceinline__ acc combine(acc a, acc b) { return a & b; }
+};
+template <class T> struct Or {
+  typedef typename bits<T>::type acc;
+  static __device__ __forceinline__ acc identity() { return acc(0); }
+  static __device__ __forceinline__ acc combine(acc a, acc b) { return a | b; }
 };
 
 template <class Op, class In>

@@ -4,20 +4,24 @@ Instantiated per (operator, dtype) with the pass's input and output storage type
 index type: every dtype gets (T -> T) for u32 and u64 indices; float16/bfloat16 sums and
 products also get the passes into and out of float32 partials (T -> P for u32 and u64,
 P -> T for u32: partial arrays are small). A pass from partials to partials of those is
-the float32 instantiation of the same operator.
+the float32 instantiation of the same operator. ``and``/``or`` take bool and the integer
+dtypes (their partials are the input dtype).
 """
 
 from ...dtypes import ALL_DTYPES, DType
 from ..registry import Entry, Family
 
-OPS = ("sum", "prod", "max", "min")
+OPS = ("sum", "prod", "max", "min", "and", "or")
 OP_CTYPE = {"sum": "tf::rd::Sum", "prod": "tf::rd::Prod", "max": "tf::rd::Max",
-            "min": "tf::rd::Min"}
+            "min": "tf::rd::Min", "and": "tf::rd::And", "or": "tf::rd::Or"}
 INDEX = ("tf::u32", "tf::u64")
 
 
 def op_dtypes(op: str) -> tuple[DType, ...]:
-    """The dtypes ``op`` is defined for (numeric; max/min not complex)."""
+    """The dtypes ``op`` is defined for (numeric; max/min not complex; and/or bool and
+    integers)."""
+    if op in ("and", "or"):
+        return tuple(d for d in ALL_DTYPES if d.is_bool or d.is_integer)
     return tuple(d for d in ALL_DTYPES
                  if d.is_numeric and not (op in ("max", "min") and d.is_complex))
 

@@ -1,10 +1,12 @@
-"""Reductions: ``reduce_sum``, ``reduce_prod``, ``reduce_max``, ``reduce_min`` and their
-``_read`` forms (the same operations; every form accepts tensors and views).
+"""Reductions: ``reduce_sum``, ``reduce_prod``, ``reduce_max``, ``reduce_min``,
+``reduce_and``, ``reduce_or`` and their ``_read`` forms (the same operations; every form
+accepts tensors and views).
 
 Semantics (shapes/reduction.py): ``axes`` are distinct ints in ``range(rank)``, removed
 from the result; the result dtype is the input dtype (integer sums and products wrap,
-float16/bfloat16 accumulate in float32); zero reduced elements give 0 / 1, and raise for
-max/min; NaN propagates through max/min. How it runs (shapes/reduction_plan.py): one or
+float16/bfloat16 accumulate in float32); zero reduced elements give the operator's
+identity, and raise for max/min; NaN propagates through max/min; and/or are logical on
+bool and bitwise on integers. How it runs (shapes/reduction_plan.py): one or
 two kernel passes over memory, chunk partials in a pool buffer that is freed (stream
 ordered) when the call returns, no atomics: the same input gives the same bits every run.
 Everything is enqueued on the session stream; nothing waits for the device.
@@ -125,6 +127,53 @@ def reduce_min_read(ctx: ExecContext, input: Tensor | TensorView,
     return _reduce(ctx, "min", input, axes, "reduce_min_read")
 
 
+def reduce_and(ctx: ExecContext, input: Tensor | TensorView,
+               axes: Sequence[int]) -> Tensor:
+    """Logical (bool) or bitwise (integers) and over ``axes`` (removed from the shape).
+
+    Parameters
+    ----------
+    input : Tensor or TensorView
+        A device tensor of this session; bool or integer dtype, rank <= 8.
+    axes : sequence of int
+        Distinct axes in ``range(input.ndim)``; ``()`` returns a copy.
+
+    Returns
+    -------
+    Tensor
+        Same dtype as ``input``; the and of zero elements is all bits set (True, -1, 255).
+
+    Raises
+    ------
+    ValidationError
+        Bad, out-of-range or duplicate axes; rank > 8.
+    UnsupportedDTypeError
+        Float or complex input.
+    RuntimeStateError
+        ``input`` is not resident on this session's device; closed session.
+    """
+    return _reduce(ctx, "and", input, axes, "reduce_and")
+
+
+def reduce_and_read(ctx: ExecContext, input: Tensor | TensorView,
+                    axes: Sequence[int]) -> Tensor:
+    """``reduce_and`` of an owned tensor or a borrowed view."""
+    return _reduce(ctx, "and", input, axes, "reduce_and_read")
+
+
+def reduce_or(ctx: ExecContext, input: Tensor | TensorView,
+              axes: Sequence[int]) -> Tensor:
+    """Logical (bool) or bitwise (integers) or over ``axes``; like ``reduce_and`` (the or of
+    zero elements is 0 / False)."""
+    return _reduce(ctx, "or", input, axes, "reduce_or")
+
+
+def reduce_or_read(ctx: ExecContext, input: Tensor | TensorView,
+                   axes: Sequence[int]) -> Tensor:
+    """``reduce_or`` of an owned tensor or a borrowed view."""
+    return _reduce(ctx, "or", input, axes, "reduce_or_read")
+
+
 # --- implementation -------------------------------------------------------------------
 def _reduce(ctx: ExecContext, kind: str, x, axes, op: str) -> Tensor:
     buf = resident(ctx, x, op)
@@ -147,7 +196,7 @@ def _reduce(ctx: ExecContext, kind: str, x, axes, op: str) -> Tensor:
     if out.size == 0:
         return out
     if count == 0:
-        storage.fill(ctx, out, 0 if kind == "sum" else 1, op)
+        storage.fill(ctx, out, shp.identity(kind, x.dtype), op)
         return out
     if steps is None:  # nothing reduced (extent-1 axes): a copy of the kept axes
         keep = [i for i in range(x.ndim) if i not in ax]
@@ -175,4 +224,6 @@ METHODS: tuple[tuple[str, Callable], ...] = (
     ("reduce_prod", reduce_prod), ("reduce_prod_read", reduce_prod_read),
     ("reduce_max", reduce_max), ("reduce_max_read", reduce_max_read),
     ("reduce_min", reduce_min), ("reduce_min_read", reduce_min_read),
+    ("reduce_and", reduce_and), ("reduce_and_read", reduce_and_read),
+    ("reduce_or", reduce_or), ("reduce_or_read", reduce_or_read),
 )
