@@ -7,10 +7,9 @@ from __future__ import annotations
 import re
 
 import pytest
+from reference import nvrtc_builds
 
 from tenferro_cuda.dtypes import ALL_DTYPES
-from tenferro_cuda.kernels.cache import KernelCache
-from tenferro_cuda.kernels.compiler import compile_family
 from tenferro_cuda.kernels.registry import INCLUDE_DIR, family, global_names
 from tenferro_cuda.shapes.elementwise import CAST_KINDS, KINDS
 
@@ -19,11 +18,18 @@ CASES = [(fam, arch, part) for fam, n in PARTS.items() for arch in (80, 90)
          for part in range(n)]
 
 
+def program(fam: str, arch: int, part: int) -> nvrtc_builds.Build:
+    """``compile_family`` of every ``PARTS[fam]``-th instantiation from ``part`` on."""
+    exprs = tuple(family(fam).all_expressions())[part::PARTS[fam]]
+    return nvrtc_builds.family_build(fam, exprs, arch)
+
+
+@nvrtc_builds.ahead(program)
 @pytest.mark.parametrize("fam,arch,part", CASES,
                          ids=[f"{f}-sm_{a}-part{p}" for f, a, p in CASES])
-def test_compile_every_instantiation(tmp_path, fam, arch, part):
+def test_compile_every_instantiation(fam, arch, part):
     exprs = tuple(family(fam).all_expressions())[part::PARTS[fam]]
-    prog = compile_family(fam, exprs, arch, cache=KernelCache(tmp_path))
+    prog = nvrtc_builds.get(program(fam, arch, part))
     assert set(prog.lowered) == set(exprs)
     assert all(name.startswith("_Z") for name in prog.lowered.values())
     assert prog.image[:4] == b"\x7fELF"

@@ -7,12 +7,18 @@ from __future__ import annotations
 import re
 
 import pytest
+from reference import nvrtc_builds
 
-from tenferro_cuda import _nvrtc
 from tenferro_cuda.kernels.compiler import options_for
 from tenferro_cuda.kernels.registry import INCLUDE_DIR, family, global_names
 
 FAMILIES = ("gather", "scatter", "slicing")
+
+
+def program(name: str, arch: int) -> nvrtc_builds.Build:
+    """Every instantiation of ``name`` in one program, with ptxas' resource report."""
+    options = options_for(arch) + (f"-I{INCLUDE_DIR}", "--ptxas-options=-v")
+    return nvrtc_builds.nvrtc_build(name, family(name).all_expressions(), options, arch=arch)
 
 
 @pytest.mark.parametrize("name", FAMILIES)
@@ -23,14 +29,13 @@ def test_registry_matches_source(name):
     assert len(exprs) == len(set(exprs))
 
 
+@nvrtc_builds.ahead(program)
 @pytest.mark.parametrize("arch", [80, 90])
 @pytest.mark.parametrize("name", FAMILIES)
 def test_every_instantiation_compiles(name, arch):
     fam = family(name)
     exprs = tuple(fam.all_expressions())
-    options = options_for(arch) + (f"-I{INCLUDE_DIR}", "--ptxas-options=-v")
-    prog = _nvrtc.compile_program(fam.read_source(), fam.source, options, exprs,
-                                  op=f"compile:{name}")
+    prog = nvrtc_builds.get(program(name, arch))
     assert set(prog.lowered) == set(exprs)
     assert prog.image
     frames = re.findall(r"(\d+) bytes stack frame", prog.log)

@@ -5,21 +5,26 @@ agrees with the ``__global__`` templates in the sources."""
 from __future__ import annotations
 
 import pytest
+from reference import nvrtc_builds
 
-from tenferro_cuda.kernels.cache import KernelCache
-from tenferro_cuda.kernels.compiler import compile_family
 from tenferro_cuda.kernels.families import permute
 from tenferro_cuda.kernels.registry import family, global_names
 
 FAMILIES = ["permute", "structural"]
 
 
+def program(name: str, arch: int) -> nvrtc_builds.Build:
+    """``compile_family`` of every instantiation of ``name``."""
+    return nvrtc_builds.family_build(name, family(name).all_expressions(), arch)
+
+
+@nvrtc_builds.ahead(program)
 @pytest.mark.parametrize("arch", [80, 90])
 @pytest.mark.parametrize("name", FAMILIES)
-def test_every_instantiation_compiles(name, arch, tmp_path):
+def test_every_instantiation_compiles(name, arch):
     fam = family(name)
     exprs = tuple(fam.all_expressions())
-    prog = compile_family(name, exprs, arch, cache=KernelCache(tmp_path))
+    prog = nvrtc_builds.get(program(name, arch))
     assert set(prog.lowered) == set(exprs)
     assert all(prog.lowered[e] for e in exprs)
     assert prog.image

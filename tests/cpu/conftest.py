@@ -1,0 +1,30 @@
+"""The CPU tier: the NVRTC builds of the compile tests (``reference/nvrtc_builds.py``)
+start in worker processes as soon as collection ends, in the order of the tests, and
+the workers stop when the run ends."""
+
+from __future__ import annotations
+
+import inspect
+
+import pytest
+from reference import nvrtc_builds
+
+
+def _builds_of(item: pytest.Item) -> list[nvrtc_builds.Build]:
+    builds_of = getattr(getattr(item, "function", None), "nvrtc_builds_of", None)
+    if builds_of is None or item.get_closest_marker("skip") is not None:
+        return []
+    callspec = getattr(item, "callspec", None)
+    params = callspec.params if callspec is not None else {}
+    out = builds_of(**{name: params[name] for name in inspect.signature(builds_of).parameters})
+    return out if isinstance(out, list) else [out]
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    if session.config.option.collectonly:
+        return
+    nvrtc_builds.prefetch(b for item in session.items for b in _builds_of(item))
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    nvrtc_builds.shutdown()

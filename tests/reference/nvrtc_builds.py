@@ -1,0 +1,126 @@
+"""NVRTC builds of the CPU tier's compile tests: each compiled once per pytest run, ahead of
+the tests that check it, in worker processes beside the rest of the tier.
+
+NVRTC serialises the compiles of one process, and compiling every registered
+instantiation for sm_80 and sm_90 is most of the tier's time, so the builds run in
+``os.cpu_count()`` spawned processes while the main process runs other tests. A compile
+test names its program (``family_build``: what ``compile_family`` gives with an empty
+cache; ``nvrtc_build``: one ``_nvrtc.compile_program`` call with the options the test
+chooses) and reads it with ``get``. Decorating the test with ``ahead(fn)``, where
+``fn(**params)`` gives the builds of one parametrisation, lets ``tests/cpu/conftest.py``
+start them as soon as collection ends (``prefetch``), in the order of the tests; a build
+that was not prefetched is compiled on request, in the test's own process. Either way a
+build is compiled once, and the test sees the same program and the same errors.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import tempfile
+from collections.abc import Callable, Iterable
+from concurrent.futures import Future, ProcessPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from tenferro_cuda import _nvrtc
+from tenferro_cuda.kernels.registry import family
+
+__all__ = ["Build", "family_build", "nvrtc_build", "ahead", "prefetch", "get", "shutdown"]
+
+
+@dataclass(frozen=True)
+class Build:
+    """One NVRTC program: a registered family through ``compile_family`` (``options``
+    empty), or a source through ``_nvrtc.compile_program`` with ``options``."""
+
+    family: str
+    expressions: tuple[str, ...]
+    arch: int
+    options: tuple[str, ...] = ()
+    source: str | None = None  # the source text of an nvrtc_build
+    ptx: bool = False
+
+
+def family_build(name: str, expressions: Iterable[str], arch: int) -> Build:
+    return Build(name, tuple(expressions), arch)
+
+
+def nvrtc_build(name: str, expressions: Iterable[str], options: Iterable[str], *,
+                ptx: bool = False, arch: int = 0) -> Build:
+    """A compile of family ``name``'s source with exactly ``options``."""
+    return Build(name, tuple(expressions), arch, tuple(options), family(name).read_source(),
+                 ptx)
+
+
+def compile_build(build: Build) -> _nvrtc.CompiledProgram:
+    """Compile ``build`` here (in a worker, or in the test's process)."""
+    if build.source is None:
+        from tenferro_cuda.kernels.cache import KernelCache
+        from tenferro_cuda.kernels.compiler import compile_family
+
+        with tempfile.TemporaryDirectory(prefix="tenferro-build-") as tmp:
+            return compile_family(build.family, build.expressions, build.arch,
+                                  cache=KernelCache(Path(tmp)))
+    fam = family(build.family)
+    return _nvrtc.compile_program(build.source, fam.source, build.options, build.expressions,
+                                  op=f"compile:{build.family}", ptx=build.ptx)
+
+
+def ahead(builds_of: Callable[..., Build | list[Build]]):
+    """Mark a test whose parametrisation ``params`` needs ``builds_of(**params)`` (the
+    arguments ``builds_of`` names are taken from the test's parameters)."""
+
+    def mark(test):
+        test.nvrtc_builds_of = builds_of
+        return test
+
+    return mark
+
+
+_pool: ProcessPoolExecutor | None = None
+_futures: dict[Build, Future] = {}
+_done: dict[Build, _nvrtc.CompiledProgram] = {}
+
+
+def prefetch(builds: Iterable[Build]) -> int:
+    """Start compiling ``builds`` (in order, each once) in worker processes; how many."""
+    global _pool
+    todo = [b for b in dict.fromkeys(builds) if b not in _futures and b not in _done]
+    if not todo:
+        return 0
+    if _pool is None:
+        # spawn: the test process may hold threads (and a CUDA context on a GPU host)
+        _pool = ProcessPoolExecutor(max_workers=os.cpu_count() or 1,
+                                    mp_context=multiprocessing.get_context("spawn"))
+    for build in todo:
+        _futures[build] = _pool.submit(compile_build, build)
+    return len(todo)
+
+
+def get(build: Build) -> _nvrtc.CompiledProgram:
+    """The program of ``build``: the prefetched one, else compiled now (once)."""
+    prog = _done.get(build)
+    if prog is None:
+        fut = _futures.pop(build, None)
+        prog = fut.result() if fut is not None else compile_build(build)
+        _done[build] = prog
+    return prog
+
+
+def shutdown() -> None:
+    """Drop the builds nobody asked for and stop the workers (end of the run)."""
+    global _pool
+    pool, _pool = _pool, None
+    if pool is None:
+        return
+    for fut in _futures.values():
+        fut.cancel()
+    if any(not fut.done() for fut in _futures.values()):
+        # A run stopped early (-x, ^C) leaves builds running: end them rather than wait
+        # for NVRTC (the executor has no public way to stop a running worker).
+        for proc in list(getattr(pool, "_processes", {}).values()):
+            proc.terminate()
+    pool.shutdown(wait=True, cancel_futures=True)
+    _futures.clear()
+    _done.clear()
