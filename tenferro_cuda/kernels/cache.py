@@ -60,11 +60,11 @@ def decode_entry(blob: bytes, key: str) -> CompiledProgram | None:
     if len(blob) < _HEADER.size:
         return None
     magic, digest, meta_len = _HEADER.unpack_from(blob)
-    payload = blob[_HEADER.size:]
-    if magic != MAGIC or hashlib.sha256(payload).digest() != digest or meta_len > len(payload):
+    payload = memoryview(blob)[_HEADER.size:]  # no copy of the image until it is checked
+    if magic != MAGIC or meta_len > len(payload) or hashlib.sha256(payload).digest() != digest:
         return None
     try:
-        meta = json.loads(payload[:meta_len])
+        meta = json.loads(bytes(payload[:meta_len]))
         if meta["key"] != key:
             return None
         lowered = {str(k): str(v) for k, v in dict(meta["lowered"]).items()}

@@ -2,19 +2,21 @@
 instantiations exist.
 
 Each kernel family (one ``.cu`` file in ``ptx/``) is declared by one module in
-``tenferro_cuda/kernels/families/`` that defines ``FAMILY``. An instantiation is named by
-an NVRTC name expression ``tf::<entry><<template args>>``; the C++ is never generated
-here. ``tests/cpu/test_registry.py`` keeps this table and ``ptx/`` in step, and compiles
-every instantiation for sm_80 and sm_90.
+``tenferro_cuda/kernels/families/`` that defines ``FAMILY``; the module is named after the
+family, so that ``family(name)`` imports that one module only (the first kernel of a
+process pays for its own family, not for all of them). An instantiation is named by an
+NVRTC name expression ``tf::<entry><<template args>>``; the C++ is never generated here.
+``tests/cpu/test_registry.py`` keeps the family modules, their names and ``ptx/`` in
+step; the compile tests compile every instantiation for sm_80 and sm_90.
 """
 
 from __future__ import annotations
 
-import importlib
 import pkgutil
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from importlib import import_module
 from pathlib import Path
 
 from ..dtypes import ALL_DTYPES, DType
@@ -69,26 +71,42 @@ def ctypes_of(dtypes: Iterable[DType]) -> list[tuple[str]]:
 
 ALL_CTYPES = [(d.ctype,) for d in ALL_DTYPES]
 
+_PACKAGE = __name__.rpartition(".")[0] + ".families"
 _FAMILIES: dict[str, Family] = {}
 
 
-def families() -> dict[str, Family]:
-    """Every registered family (loads ``kernels/families/*`` once)."""
-    if not _FAMILIES:
-        from . import families as pkg
+def family_names() -> tuple[str, ...]:
+    """The name of every registered family, sorted: the modules of ``kernels/families/``
+    (listed, not imported)."""
+    from . import families as pkg
 
-        for info in sorted(pkgutil.iter_modules(pkg.__path__), key=lambda i: i.name):
-            mod = importlib.import_module(f"{pkg.__name__}.{info.name}")
-            fam = mod.FAMILY
-            _FAMILIES[fam.name] = fam
-    return _FAMILIES
+    return tuple(sorted(i.name for i in pkgutil.iter_modules(pkg.__path__) if not i.ispkg))
+
+
+def families() -> dict[str, Family]:
+    """Every registered family, in name order (imports each family module once)."""
+    return {name: family(name) for name in family_names()}
 
 
 def family(name: str) -> Family:
+    """The family ``name``, from the module ``kernels/families/<name>.py``: that module,
+    and no other family's, is imported on first use."""
+    fam = _FAMILIES.get(name)
+    if fam is not None:
+        return fam
+    if not (isinstance(name, str) and name.isidentifier() and not name.startswith("_")):
+        raise KeyError(f"no kernel family {name!r}")
+    module = f"{_PACKAGE}.{name}"
     try:
-        return families()[name]
-    except KeyError:
+        fam = import_module(module).FAMILY
+    except ModuleNotFoundError as exc:
+        if exc.name != module:
+            raise  # the family module exists and lacks one of its own imports
         raise KeyError(f"no kernel family {name!r}") from None
+    if fam.name != name:
+        raise KeyError(f"kernels/families/{name}.py declares family {fam.name!r}, not {name!r}")
+    _FAMILIES[name] = fam
+    return fam
 
 
 _GLOBAL_RE = re.compile(r"__global__\s+void\s+(?:__launch_bounds__\([^)]*\)\s*)?(\w+)\s*\(")

@@ -2,18 +2,57 @@
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import re
+import types
 from pathlib import Path
 
 import pytest
 
 import tenferro_cuda as tc
+from tenferro_cuda.kernels import registry
 from tenferro_cuda.kernels.compiler import compile_family
-from tenferro_cuda.kernels.registry import PTX_DIR, families, global_names
+from tenferro_cuda.kernels.registry import PTX_DIR, families, family, family_names, global_names
 
 ROOT = Path(__file__).resolve().parents[2]
 FAMILIES = families()
+FAMILY_DIR = ROOT / "tenferro_cuda" / "kernels" / "families"
+
+
+def test_every_family_module_is_named_after_its_family():
+    """``family(name)`` imports ``kernels/families/<name>.py`` alone: the names must agree."""
+    modules = sorted(p.stem for p in FAMILY_DIR.glob("*.py") if p.stem != "__init__")
+    assert list(family_names()) == modules
+    assert list(FAMILIES) == modules
+    for name in modules:
+        mod = importlib.import_module(f"tenferro_cuda.kernels.families.{name}")
+        assert mod.FAMILY.name == name
+        assert family(name) is mod.FAMILY is FAMILIES[name]
+
+
+@pytest.mark.parametrize("name", ["nope", "", "_private", "copy.sub", "..", "__init__", 3])
+def test_an_unknown_family_is_a_key_error(name):
+    with pytest.raises(KeyError, match="no kernel family"):
+        family(name)
+
+
+def test_a_family_module_with_a_missing_import_is_not_hidden(monkeypatch):
+    def broken(module):
+        raise ModuleNotFoundError("No module named 'scipyx'", name="scipyx")
+
+    monkeypatch.setattr(registry, "_FAMILIES", {})
+    monkeypatch.setattr(registry, "import_module", broken)
+    with pytest.raises(ModuleNotFoundError, match="scipyx"):
+        family("copy")
+
+
+def test_a_module_declaring_another_name_is_refused(monkeypatch):
+    fake = types.SimpleNamespace(FAMILY=FAMILIES["gather"])
+    monkeypatch.setattr(registry, "_FAMILIES", {})
+    monkeypatch.setattr(registry, "import_module", lambda module: fake)
+    with pytest.raises(KeyError, match="declares family 'gather', not 'copy'"):
+        family("copy")
 
 
 def test_every_source_belongs_to_one_family():
