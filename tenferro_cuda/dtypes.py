@@ -1,6 +1,10 @@
 """The 11 dtypes of tenferro_cuda, their host (numpy/ml_dtypes) and device (C++) types,
 and the promotion lattice that ``convert`` follows.
 
+``ml_dtypes`` (the host type of bfloat16; importing it costs most of a second) is imported
+on first need only: ``DType.BFLOAT16.numpy``, or ``as_dtype`` of a dtype numpy does not
+know natively once ``ml_dtypes`` is loaded (a bfloat16 array can only exist after that).
+
 The lattice is *value preserving*: ``convert(a -> b)`` is allowed exactly when every
 value of ``a`` is representable in ``b`` without change (identity included). ``cast`` is
 the projection between any pair and follows the rules in ``docs/dtypes.md``.
@@ -9,8 +13,9 @@ the projection between any pair and follows the rules in ``docs/dtypes.md``.
 from __future__ import annotations
 
 import enum
+import sys
+import threading
 
-import ml_dtypes
 import numpy as np
 
 from .errors import UnsupportedDTypeError
@@ -40,8 +45,11 @@ class DType(enum.Enum):
 
     @property
     def numpy(self) -> np.dtype:
-        """The host dtype (``ml_dtypes.bfloat16`` for BFLOAT16)."""
-        return _NUMPY[self]
+        """The host dtype (``ml_dtypes.bfloat16`` for BFLOAT16, imported on first use)."""
+        try:
+            return _NUMPY[self]
+        except KeyError:
+            return _load_bfloat16()
 
     @property
     def dtype(self) -> np.dtype:
@@ -51,7 +59,7 @@ class DType(enum.Enum):
 
     @property
     def itemsize(self) -> int:
-        return _NUMPY[self].itemsize
+        return _ITEMSIZE[self]
 
     @property
     def ctype(self) -> str:
@@ -121,6 +129,7 @@ _INTEGERS = frozenset({DType.INT8, DType.UINT8, DType.INT32, DType.INT64})
 _FLOATS = frozenset({DType.FLOAT16, DType.BFLOAT16, DType.FLOAT32, DType.FLOAT64})
 _CODE = {d: i for i, d in enumerate(ALL_DTYPES)}
 
+# The host dtypes numpy has natively; BFLOAT16 joins both maps in ``_load_bfloat16``.
 _NUMPY: dict[DType, np.dtype] = {
     DType.BOOL: np.dtype(np.bool_),
     DType.INT8: np.dtype(np.int8),
@@ -128,13 +137,28 @@ _NUMPY: dict[DType, np.dtype] = {
     DType.INT32: np.dtype(np.int32),
     DType.INT64: np.dtype(np.int64),
     DType.FLOAT16: np.dtype(np.float16),
-    DType.BFLOAT16: np.dtype(ml_dtypes.bfloat16),
     DType.FLOAT32: np.dtype(np.float32),
     DType.FLOAT64: np.dtype(np.float64),
     DType.COMPLEX64: np.dtype(np.complex64),
     DType.COMPLEX128: np.dtype(np.complex128),
 }
 _FROM_NUMPY = {v: k for k, v in _NUMPY.items()}
+_ITEMSIZE: dict[DType, int] = {d: npd.itemsize for d, npd in _NUMPY.items()}
+_ITEMSIZE[DType.BFLOAT16] = 2
+_BF16_LOCK = threading.Lock()
+
+
+def _load_bfloat16() -> np.dtype:
+    """Import ``ml_dtypes`` and add bfloat16 to the host maps (once; thread safe)."""
+    with _BF16_LOCK:
+        if DType.BFLOAT16 not in _NUMPY:
+            import ml_dtypes
+
+            npd = np.dtype(ml_dtypes.bfloat16)
+            _FROM_NUMPY[npd] = DType.BFLOAT16
+            _NUMPY[DType.BFLOAT16] = npd
+        return _NUMPY[DType.BFLOAT16]
+
 
 _CTYPE: dict[DType, str] = {
     DType.BOOL: "bool",
@@ -203,8 +227,12 @@ def as_dtype(value: object) -> DType:
         npd = np.dtype(value)  # type: ignore[call-overload]
     except TypeError as exc:
         raise UnsupportedDTypeError(f"not a dtype: {value!r}") from exc
-    if npd in _FROM_NUMPY:
-        return _FROM_NUMPY[npd]
+    found = _FROM_NUMPY.get(npd)
+    if found is not None:
+        return found
+    # Only ml_dtypes makes bfloat16 host arrays: if it is loaded, npd may be one.
+    if "ml_dtypes" in sys.modules and npd == _load_bfloat16():
+        return DType.BFLOAT16
     raise UnsupportedDTypeError(
         f"dtype {npd} is not one of {', '.join(d.value for d in ALL_DTYPES)}"
     )
