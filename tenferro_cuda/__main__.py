@@ -1,37 +1,66 @@
-"""``python -m tenferro_cuda``: environment report and self-check.
+"""``python -m tenferro_cuda``: environment report and installation check.
 
-Exit status: 0 when the installation works (also on a machine with no driver or no GPU,
-where the report says "no GPU" and the whole ``ptx/`` tree is still compiled for sm_90 as
-a check); non-zero on any real failure.
+Prints the versions and the kernel cache, compiles one instantiation of every ``ptx/``
+family per arch into the kernel cache (``--all``: every instantiation) with a progress
+bar on a terminal, reports "compiled N, from the cache M", and on a machine with a GPU
+runs a self-check on every device (upload, a library kernel, downloads, against numpy).
+The archs are those of the visible devices, sm_90 without one; ``--arch`` overrides.
+
+Exit status: 0 when the installation works, also on a machine with no driver or no GPU
+(one line says what is missing; the compile is checked all the same); 1 on any real
+failure (a kernel that does not compile, a self-check mismatch).
 """
 
 from __future__ import annotations
 
+import argparse
+import os
 import sys
 import time
 
 import numpy as np
 
 from . import __version__
-from .errors import CudaDeviceError
+from .errors import CompileError, CudaDeviceError, ValidationError
+from .kernels.registry import family_names
+
+NO_GPU_ARCH = 90
+MAX_LINE = 119
 
 
-def _compile_tree(arch: int = 90) -> tuple[int, int, float]:
-    """Compile every registered instantiation, one NVRTC program per family."""
-    from .kernels.compiler import compile_family
-    from .kernels.registry import families
+def _parser() -> argparse.ArgumentParser:
+    names = family_names()
+    parser = argparse.ArgumentParser(
+        prog="python -m tenferro_cuda",
+        description="Report the environment and check the installation: compile one "
+                    "instantiation of every ptx/ family per arch into the kernel cache, "
+                    "then self-check every GPU.")
+    parser.add_argument("--all", action="store_true",
+                        help="compile every registered instantiation (minutes on a small "
+                             "machine; `make precompile` does the same)")
+    parser.add_argument("--arch", type=int, action="append", metavar="N",
+                        help="target sm_N (repeatable; default: the devices' archs, or "
+                             f"{NO_GPU_ARCH} without a GPU)")
+    parser.add_argument("--family", action="append", choices=names, metavar="NAME",
+                        help=f"only this kernel family (repeatable; one of "
+                             f"{', '.join(names)}; default: all)")
+    parser.add_argument("--jobs", type=int, metavar="N",
+                        help="compile in N processes (default: 1, or the CPU count with "
+                             "--all)")
+    return parser
 
-    start = time.perf_counter()
-    count = 0
-    fams = families()
-    for name, fam in fams.items():
-        exprs = tuple(fam.all_expressions())
-        compile_family(name, exprs, arch)
-        count += len(exprs)
-    return len(fams), count, time.perf_counter() - start
+
+def no_gpu_line(exc: CudaDeviceError) -> str:
+    """One line, under 120 characters, saying what is missing (the loader's own detail,
+    which repeats it, is left out)."""
+    what = str(exc.args[0]) if exc.args else str(exc)
+    line = "no GPU: " + what.split(" (", 1)[0]
+    return line if len(line) <= MAX_LINE else line[:MAX_LINE - 3] + "..."
 
 
-def _report_environment() -> list:
+def _report_environment() -> list[tuple[int, int]]:
+    """Print versions and the cache; the (ordinal, arch) of every device (raises
+    CudaDeviceError without a driver or a device)."""
     from . import _driver, _nvrtc
     from .kernels.compiler import shared_cache
 
@@ -47,7 +76,23 @@ def _report_environment() -> list:
     count = _driver.device_count()
     if count == 0:
         raise CudaDeviceError("no CUDA device: the driver reports 0 devices")
-    return list(range(count))
+    out = []
+    for ordinal in range(count):
+        attrs = _driver.device_attributes(_driver.device(ordinal))
+        out.append((ordinal, 10 * attrs["cc_major"] + attrs["cc_minor"]))
+    return out
+
+
+def _compile_check(args: argparse.Namespace, jobs: list) -> None:
+    from .kernels.precompile import Progress, run
+
+    workers = args.jobs or ((os.cpu_count() or 1) if args.all else 1)
+    tally = run(jobs, workers=workers, progress=Progress(len(jobs)))
+    targets = ", ".join(f"sm_{a}" for a in tally.archs)
+    what = "every instantiation" if args.all else "one instantiation per family"
+    fams = f"{tally.families} {'family' if tally.families == 1 else 'families'}"
+    print(f"installation check ({what}): {tally.kernels} kernels of {fams} for {targets}: "
+          f"compiled {tally.compiled}, from the cache {tally.cached}, in {tally.seconds:.1f} s")
 
 
 def _self_check(ordinal: int) -> None:
@@ -83,18 +128,33 @@ def _self_check(ordinal: int) -> None:
             raise SystemExit(1)
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    from .kernels.precompile import check_archs, plan
+
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.jobs is not None and args.jobs < 1:
+        parser.error(f"--jobs must be >= 1 (got {args.jobs})")
+    if args.arch:
+        try:
+            check_archs(args.arch)
+        except ValidationError as exc:
+            parser.error(str(exc))
     try:
         devices = _report_environment()
     except CudaDeviceError as exc:
-        print(f"no GPU: {exc}")
-        fams, n, secs = _compile_tree(90)
-        print(f"installation check: compiled {n} kernels of {fams} families for sm_90 "
-              f"in {secs:.1f} s")
-        return 0
-    for ordinal in devices:
+        print(no_gpu_line(exc))
+        devices = []
+    archs = args.arch or sorted({arch for _, arch in devices}) or [NO_GPU_ARCH]
+    try:
+        _compile_check(args, plan(archs, every=args.all, names=args.family))
+    except CompileError as exc:
+        print(f"installation check failed: a kernel does not compile:\n{exc}")
+        return 1
+    for ordinal, _ in devices:
         _self_check(ordinal)
-    print("self-check passed")
+    if devices:
+        print("self-check passed")
     return 0
 
 

@@ -1,10 +1,11 @@
 """Warm the kernel cache: compile every registered kernel instantiation for an arch.
 
-    python tools/precompile.py --arch 90 [--jobs N] [--family copy ...]
+    python tools/precompile.py --arch 90 [--arch 80] [--jobs N] [--family copy ...]
 
 Instantiations are compiled one per NVRTC program (the unit the runtime looks up), in
-parallel worker processes, with a progress bar. Entries already in the cache are skipped
-by the cache itself, so a second run is fast.
+parallel worker processes, with a progress bar on a terminal (plain lines otherwise).
+Entries already in the cache are counted, not compiled, so a second run is fast.
+``python -m tenferro_cuda --all`` does the same work.
 """
 
 from __future__ import annotations
@@ -12,52 +13,29 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tenferro_cuda.kernels.compiler import compile_count, compile_family  # noqa: E402
-from tenferro_cuda.kernels.registry import families  # noqa: E402
-
-
-def _one(job: tuple[str, str, int]) -> tuple[str, int]:
-    name, expr, arch = job
-    before = compile_count["n"]
-    compile_family(name, (expr,), arch)
-    return expr, compile_count["n"] - before
-
-
-def _bar(done: int, total: int, compiled: int, start: float) -> None:
-    width = 40
-    filled = width * done // max(total, 1)
-    rate = done / max(time.perf_counter() - start, 1e-9)
-    sys.stderr.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total} "
-                     f"({compiled} compiled, {rate:.1f}/s)")
-    sys.stderr.flush()
+from tenferro_cuda.kernels.precompile import Progress, plan, run  # noqa: E402
+from tenferro_cuda.kernels.registry import family_names  # noqa: E402
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--arch", type=int, default=90)
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--arch", type=int, action="append", help="sm_N (repeatable; 90)")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
-    parser.add_argument("--family", action="append", default=[])
+    parser.add_argument("--family", action="append", choices=family_names())
     args = parser.parse_args()
-    fams = families()
-    chosen = args.family or sorted(fams)
-    jobs = [(n, e, args.arch) for n in chosen for e in fams[n].all_expressions()]
-    start = time.perf_counter()
-    compiled = done = 0
-    with ProcessPoolExecutor(max_workers=args.jobs) as pool:
-        futures = [pool.submit(_one, job) for job in jobs]
-        for fut in as_completed(futures):
-            compiled += fut.result()[1]
-            done += 1
-            _bar(done, len(jobs), compiled, start)
-    sys.stderr.write("\n")
-    print(f"{len(jobs)} kernels of {len(chosen)} families for sm_{args.arch}: {compiled} "
-          f"compiled, {len(jobs) - compiled} from the cache, {time.perf_counter() - start:.1f} s")
+    if args.jobs < 1:
+        parser.error(f"--jobs must be >= 1 (got {args.jobs})")
+    jobs = plan(args.arch or [90], every=True, names=args.family)
+    tally = run(jobs, workers=args.jobs, progress=Progress(len(jobs)))
+    archs = ", ".join(f"sm_{a}" for a in tally.archs)
+    fams = f"{tally.families} {'family' if tally.families == 1 else 'families'}"
+    print(f"{tally.kernels} kernels of {fams} for {archs}: compiled {tally.compiled}, "
+          f"from the cache {tally.cached}, in {tally.seconds:.1f} s")
     return 0
 
 

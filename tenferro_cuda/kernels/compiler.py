@@ -84,6 +84,13 @@ def compile_cached(
     op: str = "",
 ) -> CompiledProgram:
     """The compiled program for ``source`` (from the cache when present)."""
+    return _compile(source, source_name, expressions, arch, extra_options, cache, op)[0]
+
+
+def _compile(source: str, source_name: str, expressions: tuple[str, ...], arch: int,
+             extra_options: tuple[str, ...], cache: KernelCache | None,
+             op: str) -> tuple[CompiledProgram, bool]:
+    """``compile_cached``, and whether NVRTC compiled the program (False: a cache hit)."""
     from .. import __version__
 
     cache = cache if cache is not None else shared_cache()
@@ -92,7 +99,7 @@ def compile_cached(
     key = cache_key((source, headers_digest(), *options, nvrtc, __version__, *expressions))
     prog = cache.get(key)
     if prog is not None:
-        return prog
+        return prog, False
     start = time.perf_counter()
     prog = _nvrtc.compile_program(
         source, source_name, options + (f"-I{INCLUDE_DIR}",), expressions, op=op
@@ -105,11 +112,24 @@ def compile_cached(
         key = cache_key((source, headers_digest(), *options, real, __version__, *expressions))
     cache.put(key, prog)
     toolchain.record(cache.directory)
-    return prog
+    return prog, True
 
 
 def compile_family(name: str, expressions: tuple[str, ...], arch: int,
                    cache: KernelCache | None = None) -> CompiledProgram:
+    """The program of ``expressions`` of the registered family ``name`` (cached)."""
+    return _compile_family(name, expressions, arch, cache)[0]
+
+
+def warm_family(name: str, expressions: tuple[str, ...], arch: int,
+                cache: KernelCache | None = None) -> bool:
+    """Put the program of ``expressions`` of family ``name`` in the cache; True when NVRTC
+    compiled it, False when the cache had it."""
+    return _compile_family(name, expressions, arch, cache)[1]
+
+
+def _compile_family(name: str, expressions: tuple[str, ...], arch: int,
+                    cache: KernelCache | None) -> tuple[CompiledProgram, bool]:
     fam = family(name)
-    return compile_cached(fam.read_source(), fam.source, expressions, arch, cache=cache,
-                          op=f"compile:{name}")
+    return _compile(fam.read_source(), fam.source, expressions, arch, (), cache,
+                    f"compile:{name}")
