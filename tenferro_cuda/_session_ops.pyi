@@ -4646,6 +4646,48 @@ class SessionOps:
         """
         ...
 
+    def reduce_and(self, input: Tensor | TensorView, axes: Sequence[int]) -> Tensor:
+        """Logical (bool) or bitwise (integers) and over ``axes`` (removed from the shape).
+
+        Parameters
+        ----------
+        input : Tensor or TensorView
+            A device tensor of this session; bool or integer dtype, rank <= 8.
+        axes : sequence of int
+            Distinct axes in ``range(input.ndim)``; ``()`` returns a copy.
+
+        Returns
+        -------
+        Tensor
+            Same dtype as ``input``; the and of zero elements is all bits set (True, -1, 255).
+
+        Raises
+        ------
+        ValidationError
+            Bad, out-of-range or duplicate axes; rank > 8.
+        UnsupportedDTypeError
+            Float or complex input.
+        RuntimeStateError
+            ``input`` is not resident on this session's device; closed session.
+        """
+        ...
+
+    def reduce_and_read(self, input: Tensor | TensorView, axes: Sequence[int]) -> Tensor:
+        """``reduce_and`` of an owned tensor or a borrowed view.
+        """
+        ...
+
+    def reduce_or(self, input: Tensor | TensorView, axes: Sequence[int]) -> Tensor:
+        """Logical (bool) or bitwise (integers) or over ``axes``; like ``reduce_and`` (the or of
+        zero elements is 0 / False).
+        """
+        ...
+
+    def reduce_or_read(self, input: Tensor | TensorView, axes: Sequence[int]) -> Tensor:
+        """``reduce_or`` of an owned tensor or a borrowed view.
+        """
+        ...
+
     # --- blas1 ---------------------------------------------------------------------------
 
     def vdot_read(self, lhs: Tensor | TensorView, rhs: Tensor | TensorView) -> Tensor:

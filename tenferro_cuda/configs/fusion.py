@@ -72,8 +72,12 @@ class FusionInstruction:
     ----------
     op : str or ElementwiseReadOp
         ``add sub mul div rem pow maximum minimum compare neg conj abs sign exp log sin cos
-        tanh sqrt rsqrt expm1 log1p select clamp cast convert`` (or the ElementwiseReadOp
-        of one of the elementwise/analytic operations).
+        tanh sqrt rsqrt expm1 log1p select clamp cast convert``, the StableHLO additions
+        ``floor ceil round_nearest_even round_nearest_afz is_finite logistic tan atan2
+        cbrt real imag complex bitwise_and bitwise_or bitwise_xor bitwise_not shift_left
+        shift_right_logical shift_right_arithmetic popcnt count_leading_zeros`` (every
+        name of ``FUSION_OP_ARITY``), or the ElementwiseReadOp of one of the
+        elementwise/analytic operations.
     args : sequence of int
         Value ids, as many as the operation takes (``select(pred, on_true, on_false)``,
         ``clamp(x, lower, upper)``).
