@@ -122,6 +122,8 @@ class FakeContext:
         self.err_word = self.home.alloc(8)
         self.pending: list = []
         self.closed = False
+        self.eager = True  # as ExecContext: open and not capturing (the facade checks it)
+        self.capture = None
         self.blas_impl: Any = None
         self.registers = 32
 
