@@ -5,8 +5,9 @@ NVRTC serialises the compiles of one process, and compiling every registered
 instantiation for sm_80 and sm_90 is most of the tier's time, so the builds run in
 ``os.cpu_count()`` spawned processes while the main process runs other tests. A compile
 test names its program (``family_build``: what ``compile_family`` gives with an empty
-cache; ``nvrtc_build``: one ``_nvrtc.compile_program`` call with the options the test
-chooses) and reads it with ``get``. Decorating the test with ``ahead(fn)``, where
+cache; ``nvrtc_build`` / ``source_build``: one ``_nvrtc.compile_program`` call on a
+family's source or a generated one, with the options the test chooses) and reads it with
+``get``. Decorating the test with ``ahead(fn)``, where
 ``fn(**params)`` gives the builds of one parametrisation, lets ``tests/cpu/conftest.py``
 start them as soon as collection ends (``prefetch``), in the order of the tests; a build
 that was not prefetched is compiled on request, in the test's own process. Either way a
@@ -26,31 +27,41 @@ from pathlib import Path
 from tenferro_cuda import _nvrtc
 from tenferro_cuda.kernels.registry import family
 
-__all__ = ["Build", "family_build", "nvrtc_build", "ahead", "prefetch", "get", "shutdown"]
+__all__ = ["Build", "family_build", "nvrtc_build", "source_build", "ahead", "prefetch", "get",
+           "shutdown"]
 
 
 @dataclass(frozen=True)
 class Build:
-    """One NVRTC program: a registered family through ``compile_family`` (``options``
-    empty), or a source through ``_nvrtc.compile_program`` with ``options``."""
+    """One NVRTC program: a registered family through ``compile_family`` (``source`` None,
+    ``options`` empty), or ``source`` through ``_nvrtc.compile_program`` with ``options``."""
 
-    family: str
+    name: str  # the family, or the source's file name
     expressions: tuple[str, ...]
     arch: int
     options: tuple[str, ...] = ()
-    source: str | None = None  # the source text of an nvrtc_build
+    source: str | None = None
     ptx: bool = False
+    op: str = ""
 
 
 def family_build(name: str, expressions: Iterable[str], arch: int) -> Build:
+    """What ``compile_family(name, expressions, arch)`` gives with an empty cache."""
     return Build(name, tuple(expressions), arch)
 
 
 def nvrtc_build(name: str, expressions: Iterable[str], options: Iterable[str], *,
                 ptx: bool = False, arch: int = 0) -> Build:
     """A compile of family ``name``'s source with exactly ``options``."""
-    return Build(name, tuple(expressions), arch, tuple(options), family(name).read_source(),
-                 ptx)
+    fam = family(name)
+    return Build(fam.source, tuple(expressions), arch, tuple(options), fam.read_source(), ptx,
+                 f"compile:{name}")
+
+
+def source_build(source_name: str, source: str, expressions: Iterable[str],
+                 options: Iterable[str], *, ptx: bool = False, arch: int = 0) -> Build:
+    """A compile of ``source`` (generated code) with exactly ``options``."""
+    return Build(source_name, tuple(expressions), arch, tuple(options), source, ptx)
 
 
 def compile_build(build: Build) -> _nvrtc.CompiledProgram:
@@ -60,11 +71,10 @@ def compile_build(build: Build) -> _nvrtc.CompiledProgram:
         from tenferro_cuda.kernels.compiler import compile_family
 
         with tempfile.TemporaryDirectory(prefix="tenferro-build-") as tmp:
-            return compile_family(build.family, build.expressions, build.arch,
+            return compile_family(build.name, build.expressions, build.arch,
                                   cache=KernelCache(Path(tmp)))
-    fam = family(build.family)
-    return _nvrtc.compile_program(build.source, fam.source, build.options, build.expressions,
-                                  op=f"compile:{build.family}", ptx=build.ptx)
+    return _nvrtc.compile_program(build.source, build.name, build.options, build.expressions,
+                                  op=build.op, ptx=build.ptx)
 
 
 def ahead(builds_of: Callable[..., Build | list[Build]]):
