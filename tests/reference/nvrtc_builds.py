@@ -21,6 +21,7 @@ import os
 import tempfile
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -113,7 +114,10 @@ def get(build: Build) -> _nvrtc.CompiledProgram:
     prog = _done.get(build)
     if prog is None:
         fut = _futures.pop(build, None)
-        prog = fut.result() if fut is not None else compile_build(build)
+        try:
+            prog = fut.result() if fut is not None else compile_build(build)
+        except BrokenProcessPool:  # a worker died (killed, out of memory): compile here
+            prog = compile_build(build)
         _done[build] = prog
     return prog
 
