@@ -122,38 +122,40 @@ template <class... P> void emu_call(void (*k)(P...), void** a) {
 }
 """
 LOWP = ("tf::half", "tf::bfloat16")
-SOURCES = ("reduce.cu", "blas1.cu", "copy.cu", "permute.cu")
+FAMILIES = ("reduce", "blas1", "copy", "permute")
 
 
-def _expressions() -> list[str]:
+def _expressions(names) -> list[str]:
     out = []
-    for name in ("reduce", "blas1", "copy", "permute"):
+    for name in names:
         out += [e for e in family(name).all_expressions()
                 if not e.endswith(", tf::u64>") and not any(t in e for t in LOWP)]
     return out
 
 
-def build(tmp_path_factory):
-    """(library, expression -> symbol); built once per source version and pytest run."""
+def build(tmp_path_factory, names=FAMILIES, shim_extra: str = ""):
+    """(library, expression -> symbol) of the kernels of the families ``names`` (the u32
+    instantiations without float16/bfloat16); built once per source version and pytest
+    run. ``shim_extra``: more emulated built-ins, appended to the shim."""
     cxx = shutil.which("g++") or shutil.which("clang++")
     if cxx is None:
         pytest.skip("no host C++ compiler for the kernel emulation")
-    exprs = _expressions()
-    lines = ['#include "shim.h"', '#include "reduce.cu"', '#include "blas1.cu"',
-             '#include "copy.cu"', '#include "permute.cu"']
+    exprs = _expressions(names)
+    sources = [family(n).source for n in names]
+    shim = SHIM + shim_extra
+    lines = ['#include "shim.h"'] + [f'#include "{src}"' for src in sources]
     for i, e in enumerate(exprs):
         lines.append(f'extern "C" void w{i}(void** a, unsigned gx, unsigned gy, unsigned bx, '
                      f"unsigned by) {{ emu_launch(gx, gy, bx, by, [&] {{ emu_call(&{e}, a); "
                      "}); }")
     code = "\n".join(lines)
-    parts = [SHIM, code, headers_digest()] + [(PTX_DIR / f).read_text()
-                                              for f in SOURCES]
+    parts = [shim, code, headers_digest()] + [(PTX_DIR / f).read_text() for f in sources]
     digest = hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
     d = tmp_path_factory.getbasetemp() / f"reduction_emu_{digest}"
     out = d / "libemu.so"
     if not out.exists():
         d.mkdir(exist_ok=True)
-        (d / "shim.h").write_text(SHIM)
+        (d / "shim.h").write_text(shim)
         (d / "emu.cpp").write_text(code)
         proc = subprocess.run([cxx, "-std=c++17", "-pthread", "-O1", "-shared", "-fPIC", "-w",
                                f"-I{d}", f"-I{INCLUDE_DIR}", f"-I{PTX_DIR}",
