@@ -3,6 +3,8 @@
 // primary dtype) by name expressions such as `tf::ew_contig<tf::AddOp, float>`.
 // ew_contig: compact operands (rank-0 operands broadcast), 16-byte vectors when aligned.
 // ew_strided: runtime layouts; `mode` bit 0 selects the tiled 2-D path (ewkernel.cuh).
+// ew_bcast: rank-3 layouts whose innermost axis is unit-stride (inputs: or broadcast);
+//   `flags` bit 0 selects 16-byte vectors (ewkernel.cuh, bcast_body).
 // Deferred errors (integer division by zero, negative integer exponent) go to `err`.
 #include "tenferro/ewkernel.cuh"
 
@@ -25,6 +27,15 @@ ew_strided(typename sig<Op, T>::R* __restrict__ out, Layout lo, const typename s
   const Err e{err, code};
   if (mode & 1) tiled_body<Op, T>(out, lo, a, la, b, lb, c, lc, mode, e);
   else strided_body<Op, T, u32>(out, lo, a, la, b, lb, c, lc, n, e);
+}
+
+template <class Op, class T>
+__global__ void __launch_bounds__(TF_EW_BLOCK)
+ew_bcast(typename sig<Op, T>::R* __restrict__ out, Layout lo, const typename sig<Op, T>::A* a,
+         Layout la, const typename sig<Op, T>::B* b, Layout lb,
+         const typename sig<Op, T>::C* c, Layout lc, u32 n, int flags, int* err, int code) {
+  const Err e{err, code};
+  bcast_body<Op, T>(out, lo, a, la, b, lb, c, lc, n, flags, e);
 }
 
 }  // namespace tf

@@ -1,5 +1,6 @@
-"""ops/elementwise_layout.py: the walk plan (contiguous / strided / tiled), its element
-mapping, and the chunking of large walks (pure Python)."""
+"""ops/elementwise/layout.py: the walk plan (contiguous / broadcast rows / strided /
+tiled), its element mapping, the vector rule of the broadcast rows, and the chunking of
+large walks (pure Python)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,14 @@ import numpy as np
 import pytest
 
 from tenferro_cuda.errors import ValidationError
-from tenferro_cuda.ops.elementwise.layout import chunks, plan, tile_bytes, tiled_grid
+from tenferro_cuda.ops.elementwise.layout import (
+    bcast_vectors,
+    chunks,
+    pad3,
+    plan,
+    tile_bytes,
+    tiled_grid,
+)
 from tenferro_cuda.tensor import compact_strides
 
 
@@ -119,3 +127,66 @@ def test_chunks_elementwise_equivalence():
     pieces = list(chunks(shape, [st], [off], 64))
     seen = np.concatenate([data[_offsets(s, strides[0], o[0])] for s, strides, o in pieces])
     assert np.array_equal(seen, data[_offsets(shape, st, off)])
+
+
+BCAST_CASES = {
+    # name: (shape, out (strides, offset), inputs [(strides | None, offset)], rank-3 shape
+    #        of the broadcast-rows walk or None for another path)
+    "row vector": ((32, 64), ((64, 1), 0), [((64, 1), 0), ((0, 1), 0)], (1, 32, 64)),
+    "column vector": ((32, 64), ((64, 1), 0), [((64, 1), 0), ((1, 0), 0)], (1, 32, 64)),
+    "middle axis": ((4, 8, 16), ((128, 16, 1), 0), [((128, 16, 1), 0), ((16, 0, 1), 3)],
+                    (4, 8, 16)),
+    "leading axis merges": ((4, 8, 16), ((128, 16, 1), 0), [((0, 16, 1), 0)], (1, 4, 128)),
+    "rank0 and row": ((5, 6), ((6, 1), 0), [(None, 2), ((0, 1), 1)], (1, 5, 6)),
+    "slice of columns": ((8, 64), ((64, 1), 0), [((72, 1), 4)], (1, 8, 64)),
+    "reversed rows": ((8, 64), ((64, 1), 0), [((-64, 1), 448)], (1, 8, 64)),
+    "strided out rows": ((8, 64), ((80, 1), 4), [((0, 1), 0)], (1, 8, 64)),
+    "reversed out": ((6, 5), ((-5, 1), 25), [((0, 1), 0)], (1, 6, 5)),
+    "scalar view": ((16, 64), ((64, 1), 0), [((0, 0), 0)], None),  # contiguous
+    "step 2": ((4, 3), ((3, 1), 0), [((6, 2), 0)], None),  # strided
+    "transposed": ((40, 50), ((50, 1), 0), [((1, 40), 0)], None),  # tiled
+    "rank 4 left": ((2, 3, 4, 5), ((60, 20, 5, 1), 0), [((0, 5, 0, 1), 0)], None),
+}
+
+
+@pytest.mark.parametrize("name", list(BCAST_CASES))
+def test_bcast_plan(name):
+    shape, out, inputs, walk = BCAST_CASES[name]
+    p = plan(shape, out, inputs, "op", bcast=True)
+    assert p.bcast == (walk is not None)
+    _check_mapping(shape, out, inputs, p)
+    if walk is not None:
+        assert not p.contiguous and not p.tiled and p.shape == walk
+        assert len(p.strides) == 1 + len(inputs) and all(len(st) == 3 for st in p.strides)
+        assert p.strides[0][2] == 1 and all(st[2] in (0, 1) for st in p.strides[1:])
+    assert plan(shape, out, inputs, "op").bcast is False  # a family without the kernel
+
+
+def test_bcast_plan_leaves_the_other_paths_alone():
+    for shape, out, inputs, path in CASES.values():
+        p = plan(shape, out, inputs, "op", bcast=True)
+        if p.bcast:
+            assert path == "strided" and all(st[2] in (0, 1) for st in p.strides[1:])
+        else:
+            got = "contiguous" if p.contiguous else ("tiled" if p.tiled else "strided")
+            assert got == path
+
+
+@pytest.mark.parametrize("shape,strides,addresses,items,vec,want", [
+    ((1, 8, 64), [(0, 64, 1), (0, 0, 1)], [4096, 8192], [4, 4], 4, True),
+    ((1, 8, 62), [(0, 62, 1), (0, 0, 1)], [4096, 8192], [4, 4], 4, False),  # rows of 62
+    ((1, 8, 64), [(0, 64, 1), (0, 0, 1)], [4096, 8196], [4, 4], 4, False),  # bias at +4 B
+    ((1, 8, 64), [(0, 64, 1), (0, 1, 0)], [4096, 8196], [4, 4], 4, True),  # column: any
+    ((1, 8, 64), [(0, 64, 1), (0, 70, 1)], [4096, 8192], [4, 4], 4, False),  # rows 70 apart
+    ((1, 1, 64), [(0, 64, 1), (0, 70, 1)], [4096, 8192], [4, 4], 4, True),  # one row
+    ((2, 8, 64), [(512, 64, 1), (2, 0, 1)], [4096, 8192], [4, 4], 4, False),  # axis 0
+    ((1, 8, 64), [(0, 64, 1), (0, 0, 1)], [4096, 8196], [4, 1], 4, True),  # 4-byte bools
+    ((1, 8, 64), [(0, 64, 1), (0, 0, 1)], [4104, 8192], [16, 16], 1, False),  # 8 B of 16
+], ids=str)
+def test_bcast_vectors(shape, strides, addresses, items, vec, want):
+    assert bcast_vectors(shape, strides, addresses, items, vec) is want
+
+
+def test_pad3():
+    assert pad3((5, 6), [(6, 1), (0, 1)]) == ((1, 5, 6), [(0, 6, 1), (0, 0, 1)])
+    assert pad3((2, 3, 4), [(12, 4, 1)]) == ((2, 3, 4), [(12, 4, 1)])

@@ -36,11 +36,11 @@ from tenferro_cuda.shapes.elementwise import CAST_KINDS, KINDS
 from tenferro_cuda.tensor import Tensor
 
 LAYOUT = struct.Struct("<8q8qqii")
-SIGS = {"contig": "PPPPIiPi", "strided": "PLPLPLPLIiPi"}
+SIGS = {"contig": "PPPPIiPi", "strided": "PLPLPLPLIiPi", "bcast": "PLPLPLPLIiPi"}
 SIZES = {"P": 8, "I": 4, "i": 4, "L": LAYOUT.size}
 FUNCTORS = {k.functor: k for k in (*KINDS.values(), *CAST_KINDS.values())}
 CTYPES = {d.ctype: d for d in ALL_DTYPES}
-EXPR = re.compile(r"tf::(\w+)_(contig|strided)<(.+), ([^,]+)>$")
+EXPR = re.compile(r"tf::(\w+)_(contig|strided|bcast)<(.+), ([^,]+)>$")
 
 
 class Memory:
@@ -103,6 +103,7 @@ class Context(FakeContext):
         self.stream = object()
         self.compiled: list[tuple[str, str]] = []
         self.registers = 36
+        self.eager, self.capture = True, None  # open, not capturing (exec/context.py)
 
     @property
     def allocs(self) -> int:
@@ -152,6 +153,8 @@ class Device:
         assert (err != 0) == bool(reason) and (err == 0 or err == self.state.err_word.ptr)
         if path == "contig":
             self._contig(kind, primary, grid, smem, args)
+        elif path == "bcast":
+            self._bcast(kind, primary, grid, smem, args)
         else:
             self._strided(kind, primary, grid, smem, args)
 
@@ -185,6 +188,30 @@ class Device:
         oarr[oi: oi + n] = res
         if failed:
             self._raise(err, code)
+
+    def _bcast(self, kind, primary, grid, smem, args):
+        """ew_bcast: checks the layouts (rank 3, unit-stride rows in the output, unit or
+        zero stride in the inputs), the grid (n / per-block elements) and, on the vector
+        path (flags bit 0), every claim the kernel relies on (rows a multiple of VEC long,
+        each unit-stride operand's rows aligned to its vector); then runs the strided
+        emulation on the same layouts."""
+        lays = [args[1], args[3], args[5], args[7]][: 1 + kind.arity]
+        ptrs = [args[0], args[2], args[4], args[6]][: 1 + kind.arity]
+        n, flags = args[8], args[9]
+        dts = (kind.out_dtype(primary), *operand_dtypes(kind, primary))
+        items = [d.itemsize for d in dts]
+        vec = 16 // max(items)
+        shape = lays[0][0]
+        assert len(shape) == 3 and all(ndim == 3 for *_, ndim in lays) and flags in (0, 1)
+        assert lays[0][1][2] == 1 and all(st[2] in (0, 1) for _, st, _, _ in lays[1:])
+        assert grid == (-(-n // (256 * 2 * vec)), 1, 1) and smem == 0
+        if flags & 1:
+            assert shape[2] % vec == 0, "vector path with rows that are not whole vectors"
+            for (_, st, off, _), ptr, item in zip(lays, ptrs, items):
+                if st[2]:
+                    assert (ptr + off * item) % (item * vec) == 0, "misaligned vector row"
+                    assert all(e == 1 or s % vec == 0 for e, s in zip(shape[:2], st[:2]))
+        self._strided(kind, primary, (1, 1, 1), 0, [*args[:9], 0, *args[10:]])
 
     def _strided(self, kind, primary, grid, smem, args):
         lays = [args[1], args[3], args[5], args[7]]

@@ -41,10 +41,10 @@ from tenferro_cuda.tensor import Tensor
 LAYOUT = struct.Struct("<8q8qqii")
 SIZES = {"P": 8, "L": LAYOUT.size, "I": 4, "i": 4}
 UNPACK = {"P": "<Q", "I": "<I", "i": "<i"}
-EW_CODES = {"contig": "PPPPIiPi", "strided": "PLPLPLPLIiPi"}
+EW_CODES = {"contig": "PPPPIiPi", "strided": "PLPLPLPLIiPi", "bcast": "PLPLPLPLIiPi"}
 FUNCTORS = {k.functor: k for k in (*KINDS.values(), *CAST_KINDS.values())}
 CTYPES = {d.ctype: d for d in ALL_DTYPES}
-EW_EXPR = re.compile(r"tf::(\w+)_(contig|strided)<(.+), ([^,]+)>$")
+EW_EXPR = re.compile(r"tf::(\w+)_(contig|strided|bcast)<(.+), ([^,]+)>$")
 _CALL = re.compile(r"^(tf::\w+(?:<.+?>)?)::apply<(.+?)>\((.*)\)$")
 _VALUE = re.compile(r"^  (.+?) ([vc][\d_]+) = (.+);$", re.M)
 _RESULT = re.compile(r"^  r(\d+) = v(\d+);$", re.M)
@@ -255,7 +255,10 @@ class Device:
             assert oi + n <= len(oarr) and (not flags & 8 or out % 16 == 0)
             targets = (oarr, np.arange(oi, oi + n))
         else:
-            lays, ptrs, mode = args[1:8:2], args[0:8:2], args[9]
+            # ew_bcast: rank-3 layouts, flags bit 0 = vectors (claims checked by
+            # test_elementwise_emu); run like a plain strided walk
+            lays, ptrs = args[1:8:2], args[0:8:2]
+            mode = args[9] if path == "strided" else 0
             shape = lays[0][0]
             if mode & 1:
                 staged = [k for k in range(3) if mode & (2 << k)]

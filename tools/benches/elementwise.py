@@ -6,7 +6,12 @@
 - ``add`` of two float32 tensors of 2^28 elements (target >= 4,100 GB/s), ``exp``
   (>= 4,000 GB/s), ``cast`` float32 -> bfloat16 (>= 3,800 GB/s);
 - ``add`` of a transposed 16384 x 16384 float32 view and a compact tensor (>= 2,000 GB/s:
-  the tiled path).
+  the tiled path);
+- ``add`` of 16384 x 4096 float32 and an operand broadcast through a stride-0 view (issue
+  16, >= 3,800 GB/s each): a bias row (4096,), a column (16384,), a scalar, and a middle
+  axis (128 x 128 x 4096 + a 128 x 4096 view); PyTorch and CuPy add the same operand in
+  its broadcastable shape (they expand it). GB/s counts the output and each input once at
+  its own size.
 
 GB/s = (bytes read + bytes written) / device time (CUDA-event median). Every op, ours and
 the peers', allocates its output as it would in user code.
@@ -17,6 +22,7 @@ from __future__ import annotations
 import numpy as np
 
 import tenferro_cuda as tc
+from tenferro_cuda.tensor import TensorView, compact_strides
 
 from .common import Row, cupy_ms, gbps, host_us, peers, release_peer_memory, session_ms, torch_ms
 
@@ -107,10 +113,48 @@ def transposed(s, torch, cupy) -> list[Row]:
                 extra={"ms": ms})]
 
 
+BROADCASTS = [  # name, logical shape, operand shape, its view strides, peers' operand shape
+    ("row", (N2, 4096), (4096,), (0, 1), (4096,)),
+    ("column", (N2, 4096), (N2,), (1, 0), (N2, 1)),
+    ("scalar", (N2, 4096), (1,), (0, 0), (1,)),
+    ("middle axis", (128, 128, 4096), (128, 4096), (4096, 0, 1), (128, 1, 4096)),
+]
+
+
+def _broadcast_row(s, torch, cupy, name, shape, small, strides, peer_shape) -> Row:
+    n, m = int(np.prod(shape)), int(np.prod(small))
+    x = _big(s, 0.5, n).view(shape, compact_strides(shape))
+    b = TensorView(_big(s, 1.5, m), shape, strides, 0)
+    nbytes = 4 * (2 * n + m)  # out, x, the broadcast operand
+    ms = session_ms(s, lambda: s.add(x, b))
+    t = c = None
+    if torch is not None:
+        tx = torch.full(shape, 0.5, device="cuda")
+        tb = torch.full(peer_shape, 1.5, device="cuda")
+        t = torch_ms(lambda: tx + tb)
+    if cupy is not None:
+        cx = cupy.full(shape, 0.5, dtype=cupy.float32)
+        cb = cupy.full(peer_shape, 1.5, dtype=cupy.float32)
+        c = cupy_ms(lambda: cx + cb)
+    label = "x".join(map(str, shape))
+    return Row(FAMILY, f"add {label} float32 + {name} broadcast view", "GB/s",
+               gbps(nbytes, ms), gbps(nbytes, t), gbps(nbytes, c), target=">= 3,800 GB/s",
+               note=f"operand {small} viewed with strides {strides}", extra={"ms": ms})
+
+
+def broadcast(s, torch, cupy) -> list[Row]:
+    rows = []
+    for case in BROADCASTS:
+        rows.append(_broadcast_row(s, torch, cupy, *case))  # its tensors die on return
+        s.synchronize()
+        release_peer_memory(torch, cupy)
+    return rows
+
+
 def run(s) -> list[Row]:
     torch, cupy = peers()
     rows: list[Row] = []
-    for section in (host_costs, bandwidth, transposed):
+    for section in (host_costs, bandwidth, transposed, broadcast):
         rows += section(s, torch, cupy)  # its tensors die on return
         s.synchronize()
         release_peer_memory(torch, cupy)

@@ -245,4 +245,103 @@ __device__ __forceinline__ void tiled_body(typename sig<Op, T>::R* __restrict__ 
   }
 }
 
+// bcast_body: rank 3 (P, Q, W; the host pads lower ranks with leading extents of 1) where
+//   the output's innermost axis has stride 1 and every input's has stride 1 or 0: compact
+//   operands beside rows, columns, scalars or middle axes broadcast through stride-0
+//   views. Element e is (e / W / Q, e / W % Q, e % W); offsets are 64-bit. `flags` bit 0
+//   selects 16-byte vectors (VEC elements of the widest operand, UNROLL per grid-stride
+//   step): the host sets it only when W is a multiple of VEC and every row of every
+//   unit-stride operand starts aligned to its vector; a stride-0 input is then read once
+//   per vector.
+__device__ __forceinline__ void bc_split(u32 e, u32 q, u32 w, i64& i0, i64& i1, i64& i2) {
+  const u32 r = e / w;
+  i2 = (i64)(e - r * w);
+  if (q == 1) {
+    i1 = 0;
+    i0 = (i64)r;
+  } else {
+    const u32 p = r / q;
+    i1 = (i64)(r - p * q);
+    i0 = (i64)p;
+  }
+}
+
+__device__ __forceinline__ i64 bc_offset(const Layout& l, i64 i0, i64 i1, i64 i2) {
+  return l.offset + i0 * l.stride[0] + i1 * l.stride[1] + i2 * l.stride[2];
+}
+
+// N elements of an input at (i0, i1, i2 .. i2 + N): one vector, or one value N times.
+template <class X, int N>
+__device__ __forceinline__ void bc_load(X (&dst)[N], const X* p, const Layout& l, i64 i0,
+                                        i64 i1, i64 i2) {
+  const i64 off = bc_offset(l, i0, i1, i2);
+  if (l.stride[2]) {
+    vload(dst, p + off);
+  } else {
+    const X x = p[off];
+#pragma unroll
+    for (int k = 0; k < N; ++k) dst[k] = x;
+  }
+}
+
+template <class Op, class T>
+__device__ __forceinline__ void bcast_body(typename sig<Op, T>::R* __restrict__ out,
+                                           const Layout& lo,
+                                           const typename sig<Op, T>::A* __restrict__ a,
+                                           const Layout& la,
+                                           const typename sig<Op, T>::B* __restrict__ b,
+                                           const Layout& lb,
+                                           const typename sig<Op, T>::C* __restrict__ c,
+                                           const Layout& lc, u32 n, int flags, const Err& e) {
+  typedef sig<Op, T> S;
+  typedef typename S::A A;
+  typedef typename S::B B;
+  typedef typename S::C C;
+  typedef typename S::R R;
+  const u32 q = (u32)lo.shape[1], w = (u32)lo.shape[2];
+  const u32 nthreads = gridDim.x * blockDim.x;
+  if (flags & 1) {
+    const int N = S::vec;
+    const u32 nvec = n / N;
+    for (u32 v = blockIdx.x * (blockDim.x * TF_EW_UNROLL) + threadIdx.x; v < nvec;
+         v += nthreads * TF_EW_UNROLL) {
+      A ra[TF_EW_UNROLL][N];
+      B rb[TF_EW_UNROLL][N];
+      C rc[TF_EW_UNROLL][N];
+      i64 oo[TF_EW_UNROLL] = {};
+#pragma unroll
+      for (int u = 0; u < TF_EW_UNROLL; ++u) {
+        const u32 x = v + (u32)u * blockDim.x;
+        if (x < nvec) {
+          i64 i0, i1, i2;
+          bc_split(x * N, q, w, i0, i1, i2);
+          oo[u] = bc_offset(lo, i0, i1, i2);
+          bc_load(ra[u], a, la, i0, i1, i2);
+          if constexpr (S::arity >= 2) bc_load(rb[u], b, lb, i0, i1, i2);
+          if constexpr (S::arity >= 3) bc_load(rc[u], c, lc, i0, i1, i2);
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < TF_EW_UNROLL; ++u) {
+        if (v + (u32)u * blockDim.x < nvec) {
+          R ro[N];
+#pragma unroll
+          for (int k = 0; k < N; ++k) ro[k] = invoke<Op>(ra[u][k], rb[u][k], rc[u][k], e);
+          vstore(out + oo[u], ro);
+        }
+      }
+    }
+    return;
+  }
+  for (u32 i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += nthreads) {
+    i64 i0, i1, i2;
+    bc_split(i, q, w, i0, i1, i2);
+    B vb = B();
+    C vc = C();
+    if constexpr (S::arity >= 2) vb = b[bc_offset(lb, i0, i1, i2)];
+    if constexpr (S::arity >= 3) vc = c[bc_offset(lc, i0, i1, i2)];
+    out[bc_offset(lo, i0, i1, i2)] = invoke<Op>(a[bc_offset(la, i0, i1, i2)], vb, vc, e);
+  }
+}
+
 }  // namespace tf

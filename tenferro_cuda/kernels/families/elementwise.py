@@ -1,5 +1,6 @@
 """ptx/elementwise.cu: elementwise and analytic kernels, one instantiation per (op functor,
-primary dtype) that ``shapes/elementwise.KINDS`` accepts, in a compact and a strided form."""
+primary dtype) that ``shapes/elementwise.KINDS`` accepts, in a compact, a strided and a
+broadcast-rows form (rank-3 layouts with a unit-stride or broadcast innermost axis)."""
 
 from ...dtypes import ALL_DTYPES
 from ...shapes.elementwise import KINDS
@@ -18,5 +19,6 @@ FAMILY = Family(
     (
         Entry("ew_contig", instances),
         Entry("ew_strided", instances),
+        Entry("ew_bcast", instances),
     ),
 )

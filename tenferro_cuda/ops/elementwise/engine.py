@@ -13,7 +13,11 @@ Kernel signatures (ptx/elementwise.cu, ptx/cast.cu), three input slots each:
   *_contig (out, a, b, c, u32 n, int flags, int* err, int code)      "PPPPIiPi"
   *_strided(out, Lo, a, La, b, Lb, c, Lc, u32 n, int mode, int* err, int code)
                                                                        "PLPLPLPLIiPi"
-The error word and code are the launches' constant tail.
+  ew_bcast (out, Lo, a, La, b, Lb, c, Lc, u32 n, int flags, int* err, int code), the
+  broadcast-rows kernel (rank-3 layouts; flags bit 0: vectors)        "PLPLPLPLIiPi"
+The error word and code are the launches' constant tail. Only the elementwise family
+(elementwise and analytic kinds) has the broadcast-rows kernel; casts of such layouts
+take the strided kernel.
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ from ...kernels.args import layout_bytes
 from ...shapes import elementwise as ew_shapes
 from ...shapes.elementwise import CAST_KINDS, Kind
 from ...tensor import Tensor, _Strided, compact_strides
-from .layout import CHUNK, Plan, chunks, plan, tile_bytes, tiled_grid
+from .layout import CHUNK, Plan, bcast_vectors, chunks, pad3, plan, tile_bytes, tiled_grid
 
 if TYPE_CHECKING:
     from ...memory import _Arena
@@ -44,7 +48,8 @@ UNROLL = 2  # TF_EW_UNROLL in ewkernel.cuh
 MAX_GRID = (1 << 31) - 1
 SM_THREADS, SM_REGISTERS = 2048, 65536  # per multiprocessor on sm_80 and sm_90
 _EMPTY_LAYOUT = layout_bytes((), (), 0)
-_ENTRIES = {"elementwise": ("ew_contig", "ew_strided"), "cast": ("cast_contig", "cast_strided")}
+_ENTRIES = {"elementwise": ("ew_contig", "ew_strided", "ew_bcast"),
+            "cast": ("cast_contig", "cast_strided", None)}
 
 
 def resident_blocks(ctx: ExecContext, fn: Any) -> int:
@@ -60,7 +65,7 @@ class Prep:
     constants of the kernels (see the module docstring)."""
 
     __slots__ = ("kind", "name", "dtype", "out_dtype", "out_item", "item", "items",
-                 "contig", "strided", "per_block", "cap", "home", "err", "code")
+                 "contig", "strided", "bcast", "per_block", "cap", "home", "err", "code")
     kind: Kind
     name: str
     dtype: DType  # the primary dtype
@@ -70,6 +75,7 @@ class Prep:
     items: tuple[int, ...]  # itemsize of each input slot
     contig: Any  # PreparedLaunch of *_contig
     strided: Any  # PreparedLaunch of *_strided (made on first use)
+    bcast: Any  # PreparedLaunch of ew_bcast (made on first use)
     per_block: int  # elements per block and grid-stride step on the contiguous path
     cap: int  # most blocks per launch
     home: _Arena  # the context's arena: residency identity and allocator
@@ -111,7 +117,7 @@ def prep(ctx: ExecContext, kind: Kind, name: str, primary: DType) -> Prep:
     p.code = ctx.error_code(name, reason) if reason else 0
     p.contig = ctx.prepare(("ew", kind.key, name, primary, "contig"), fn, CONTIG_CODES,
                            tail=(p.err, p.code), op=name)
-    p.strided = None
+    p.strided = p.bcast = None
     preps[primary] = p
     return p
 
@@ -124,6 +130,16 @@ def _strided_launch(ctx: ExecContext, p: Prep) -> Any:
         p.strided = ctx.prepare(("ew", kind.key, p.name, p.dtype, "strided"), fn,
                                 STRIDED_CODES, tail=(p.err, p.code), op=p.name)
     return p.strided
+
+
+def _bcast_launch(ctx: ExecContext, p: Prep) -> Any:
+    if p.bcast is None:
+        kind = p.kind
+        entry = _ENTRIES[kind.family][2]
+        fn = ctx.function(kind.family, f"tf::{entry}<{kind.functor}, {p.dtype.ctype}>")
+        p.bcast = ctx.prepare(("ew", kind.key, p.name, p.dtype, "bcast"), fn, STRIDED_CODES,
+                              tail=(p.err, p.code), op=p.name)
+    return p.bcast
 
 
 def base_ptr(t: _Strided) -> int:
@@ -151,11 +167,13 @@ def run(ctx: ExecContext, kind: Kind, name: str, inputs, out=None) -> Tensor:
     target = (out.strides, out.offset) if out is not None else (compact_strides(inf.shape), 0)
     walk = plan(inf.shape, target, [
         (x.strides if len(x.shape) == ndim else None, 0 if promote else x.offset)
-        for x, promote in zip(inputs, inf.promote)], name)
+        for x, promote in zip(inputs, inf.promote)], name, _ENTRIES[kind.family][2] is not None)
     if math.prod(inf.shape) == 0:  # validated: nothing to compile or launch
         return out if out is not None else ctx.alloc(inf.dtype, inf.shape, name)
     p = prep(ctx, kind, name, inf.primary)  # compiles on first use
-    if not walk.contiguous:
+    if walk.bcast:
+        _bcast_launch(ctx, p)
+    elif not walk.contiguous:
         _strided_launch(ctx, p)
     if out is None:
         out = ctx.alloc(inf.dtype, inf.shape, name)
@@ -164,6 +182,8 @@ def run(ctx: ExecContext, kind: Kind, name: str, inputs, out=None) -> Tensor:
                   for x, pr in zip(inputs, inf.promote)]
     if walk.contiguous:
         _contig(p, walk, out, inputs)
+    elif walk.bcast:
+        _bcast(p, walk, out, inputs)
     else:
         _strided(ctx, p, walk, out, inputs)
     return out
@@ -221,3 +241,21 @@ def _strided(ctx: ExecContext, p: Prep, walk: Plan, out: _Strided, inputs) -> No
         n = math.prod(shape)
         launch.run(ctx.grid(n), bases[0], lays[0], bases[1], lays[1], bases[2], lays[2],
                    bases[3], lays[3], n, 0)
+
+
+def _bcast(p: Prep, walk: Plan, out: _Strided, inputs) -> None:
+    bases = [base_ptr(out)] + [base_ptr(x) for x in inputs]
+    items = (p.out_item, *p.items)
+    vec = 16 // max(items)
+    launch = p.bcast
+    for piece, piece_strides, offsets in chunks(walk.shape, walk.strides, walk.offsets,
+                                                CHUNK):
+        shape, strides = pad3(piece, piece_strides)
+        addresses = [b + off * item for b, off, item in zip(bases, offsets, items)]
+        flags = int(bcast_vectors(shape, strides, addresses, items, vec))
+        lays = [layout_bytes(shape, st, off) for st, off in zip(strides, offsets)]
+        lays += [_EMPTY_LAYOUT] * (4 - len(lays))
+        ptrs = bases + [0] * (4 - len(bases))
+        n = math.prod(shape)
+        launch.run(min(-(-n // p.per_block), p.cap), ptrs[0], lays[0], ptrs[1], lays[1],
+                   ptrs[2], lays[2], ptrs[3], lays[3], n, flags)

@@ -9,7 +9,12 @@ shape and picks the kernel path:
 2. if at most one axis remains and every operand has stride 1 along it (or 0: a
    broadcast value, read once per thread), the **contiguous** kernel runs on the data
    pointers at the planned offsets;
-3. otherwise the **strided** kernel runs with one ``tf::Layout`` per operand. At rank 2
+3. if (``bcast``) at most three axes remain, the output has stride 1 along the last and
+   every input stride 1 or 0 (a broadcast view: a bias row, a column, a scalar, a middle
+   axis), the **broadcast-rows** kernel runs on layouts padded to rank 3 (leading extents
+   of 1): 16-byte vectors along the rows when ``bcast_vectors`` allows, a stride-0 input
+   read once per vector;
+4. otherwise the **strided** kernel runs with one ``tf::Layout`` per operand. At rank 2
    or 3 (a leading batch axis), when an input walks its rows faster than its columns (a
    transposed view), the **tiled** mode stages those inputs through shared memory so that
    they, and the output, are accessed along their stride-1 axes.
@@ -41,6 +46,7 @@ class Plan(NamedTuple):
     offsets: tuple[int, ...]  # element offsets per operand, output first
     broadcast: tuple[bool, ...]  # per input: one value for all elements (contiguous path)
     tiled: int  # kernel mode: 0, or 1 | (2 << k) for each staged input k
+    bcast: bool = False  # the broadcast-rows kernel (shape and strides of rank 3)
 
     @property
     def size(self) -> int:
@@ -48,9 +54,11 @@ class Plan(NamedTuple):
 
 
 def plan(shape: Sequence[int], out: tuple[Sequence[int], int],
-         inputs: Sequence[tuple[Sequence[int] | None, int]], op: str) -> Plan:
+         inputs: Sequence[tuple[Sequence[int] | None, int]], op: str,
+         bcast: bool = False) -> Plan:
     """The walk for ``out`` = f(inputs). Each operand is ``(strides, offset)``; an input's
-    strides are None for a rank-0 operand broadcast over ``shape``."""
+    strides are None for a rank-0 operand broadcast over ``shape``. ``bcast``: the
+    kernel family has the broadcast-rows kernel."""
     ndim = len(shape)
     strides = [list(out[0])] + [list(s) if s is not None else [0] * ndim for s, _ in inputs]
     offsets = [out[1]] + [off for _, off in inputs]
@@ -65,8 +73,12 @@ def plan(shape: Sequence[int], out: tuple[Sequence[int], int],
     nin = len(inputs)
     if len(cshape) == 0 or (len(cshape) == 1 and cstrides[0][0] == 1
                             and all(st[0] in (0, 1) for st in cstrides[1:])):
-        bcast = tuple(len(cshape) == 1 and st[0] == 0 for st in cstrides[1:])
-        return Plan(True, cshape, tuple(cstrides), tuple(offsets), bcast, 0)
+        one = tuple(len(cshape) == 1 and st[0] == 0 for st in cstrides[1:])
+        return Plan(True, cshape, tuple(cstrides), tuple(offsets), one, 0)
+    if bcast and len(cshape) <= 3 and cstrides[0][-1] == 1 and all(
+            st[-1] in (0, 1) for st in cstrides[1:]):
+        shape3, strides3 = pad3(cshape, cstrides)
+        return Plan(False, shape3, tuple(strides3), tuple(offsets), (False,) * nin, 0, True)
     if len(cshape) > MAX_RANK:
         raise ValidationError(
             f"the operands' layouts need {len(cshape)} strided axes after merging "
@@ -95,6 +107,30 @@ def _tiled_mode(cshape: Sequence[int], cstrides: Sequence[Sequence[int]]) -> int
         if 0 < abs(st[-2]) < abs(st[-1]):
             mode |= 2 << k
     return 1 | mode if mode else 0
+
+
+def bcast_vectors(shape: Sequence[int], strides: Sequence[Sequence[int]],
+                  addresses: Sequence[int], items: Sequence[int], vec: int) -> bool:
+    """Whether a broadcast-rows walk (rank 3) may move ``vec`` elements per vector: the
+    rows are a multiple of ``vec`` long and every operand with stride 1 along them
+    (``addresses``: of its first element; ``items``: its itemsize) starts each row on a
+    ``vec``-element boundary. Operands with stride 0 along the rows are read one value
+    at a time."""
+    if shape[-1] % vec:
+        return False
+    for st, address, item in zip(strides, addresses, items):
+        if st[-1] == 0:
+            continue
+        if address % (item * vec) or any(n > 1 and s % vec for n, s in zip(shape[:-1], st)):
+            return False
+    return True
+
+
+def pad3(shape: Sequence[int], strides: Sequence[Sequence[int]]
+         ) -> tuple[tuple[int, ...], list[tuple[int, ...]]]:
+    """``shape`` and ``strides`` padded to rank 3 with leading extents of 1 (stride 0)."""
+    pad = 3 - len(shape)
+    return (1,) * pad + tuple(shape), [(0,) * pad + tuple(st) for st in strides]
 
 
 def tiled_grid(p: Plan) -> tuple[int, int, int]:
