@@ -197,6 +197,21 @@ def test_repeated_call_checks_residency(blas, ctx, s):
     assert info.value.op == "grouped_gemm" and blas.calls == [] and ctx.calls == []
 
 
+def test_capture_takes_the_full_path(blas, ctx, s):
+    """During a capture the planned run is not used: the call plans again, and its upload
+    (which a real capture refuses) is asked for."""
+    cfg = GroupedGemmConfig(_mixed(ctx))
+    s.grouped_gemm(cfg)
+    ctx.calls.clear()
+    ctx.capture = object()
+    s.grouped_gemm(cfg)
+    assert [c[0] for c in ctx.calls].count("upload") == 1
+    ctx.capture = None
+    ctx.calls.clear()
+    s.grouped_gemm(cfg)
+    assert [c[0] for c in ctx.calls].count("upload") == 0
+
+
 def test_plan_is_forgotten_with_its_config(blas, ctx, s):
     cfg = GroupedGemmConfig(_mixed(ctx))
     s.grouped_gemm(cfg)

@@ -20,7 +20,9 @@ A repeated call with the same ``GroupedGemmConfig`` object reuses the plan of it
 call (kept per execution context in ``ctx.memo`` until the config is collected): it
 checks that every operand is still resident and enqueues, with the address array of
 unstaged jobs already on the device. A config whose operands are no longer resident takes
-the full path again, which raises the precise error.
+the full path again, which raises the precise error. So does every call during a graph
+capture: a graph would have to keep the planned address array alive, and the upload of a
+new one (a host copy) is refused there.
 """
 
 from __future__ import annotations
@@ -101,7 +103,7 @@ def grouped_gemm(ctx: ExecContext, config: GroupedGemmConfig) -> None:
         raise ValidationError(f"config must be a GroupedGemmConfig "
                               f"(got {type(config).__name__})", op=op)
     key = (_MEMO_KEY, id(config))
-    run = ctx.memo.get(key)
+    run = ctx.memo.get(key) if ctx.capture is None else None
     if run is None or run.config() is not config or not run.resident(ctx.home):
         run = _plan(ctx, config, key, op)
         if run is None:
