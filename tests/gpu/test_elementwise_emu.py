@@ -103,7 +103,6 @@ class Context(FakeContext):
         self.stream = object()
         self.compiled: list[tuple[str, str]] = []
         self.registers = 36
-        self.eager, self.capture = True, None  # open, not capturing (exec/context.py)
 
     @property
     def allocs(self) -> int:
