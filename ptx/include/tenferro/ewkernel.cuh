@@ -253,12 +253,14 @@ __device__ __forceinline__ void tiled_body(typename sig<Op, T>::R* __restrict__ 
 //   step): the host sets it only when W is a multiple of VEC and every row of every
 //   unit-stride operand starts aligned to its vector; a stride-0 input is then read once
 //   per vector.
+// (i0, i1, i2) of element e; q == 0 stands for a leading extent of 1 (i0 = 0, no
+// second division: the padded rank-2 walks).
 __device__ __forceinline__ void bc_split(u32 e, u32 q, u32 w, i64& i0, i64& i1, i64& i2) {
   const u32 r = e / w;
   i2 = (i64)(e - r * w);
-  if (q == 1) {
-    i1 = 0;
-    i0 = (i64)r;
+  if (q == 0) {
+    i1 = (i64)r;
+    i0 = 0;
   } else {
     const u32 p = r / q;
     i1 = (i64)(r - p * q);
@@ -298,7 +300,7 @@ __device__ __forceinline__ void bcast_body(typename sig<Op, T>::R* __restrict__ 
   typedef typename S::B B;
   typedef typename S::C C;
   typedef typename S::R R;
-  const u32 q = (u32)lo.shape[1], w = (u32)lo.shape[2];
+  const u32 q = lo.shape[0] == 1 ? 0u : (u32)lo.shape[1], w = (u32)lo.shape[2];
   const u32 nthreads = gridDim.x * blockDim.x;
   if (flags & 1) {
     const int N = S::vec;
