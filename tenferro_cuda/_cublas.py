@@ -209,7 +209,8 @@ def _destroy(handle: int) -> None:
 class Handle:
     """A cuBLAS handle bound to one stream with a workspace (kept alive by ``owner``)."""
 
-    __slots__ = ("value", "stream", "owner", "_finalizer", "__weakref__")
+    __slots__ = ("value", "stream", "owner", "workspace", "workspace_bytes", "_finalizer",
+                 "__weakref__")
 
     def __init__(self, stream: int, workspace: int, workspace_bytes: int, owner: object,
                  op: str) -> None:
@@ -221,6 +222,7 @@ class Handle:
         self.value = value
         self.stream = stream
         self.owner = owner
+        self.workspace, self.workspace_bytes = workspace, workspace_bytes
         self._finalizer = weakref.finalize(self, _destroy, value)
         self._finalizer.atexit = False
         steps = (("cublasSetStream", lib.set_stream, (value, stream)),
@@ -234,6 +236,15 @@ class Handle:
             except Exception as exc:  # noqa: BLE001
                 raise error(api, exc, op) from exc
 
+
+    def use_workspace(self, workspace: int, op: str) -> None:
+        """Point the handle (and the cuBLASLt calls bound to it) at another workspace of
+        ``workspace_bytes`` bytes."""
+        try:
+            load().set_workspace(self.value, workspace, self.workspace_bytes)
+        except Exception as exc:  # noqa: BLE001 - cuBLASError
+            raise error("cublasSetWorkspace", exc, op) from exc
+        self.workspace = workspace
 
     def close(self) -> None:
         """Destroy the handle now (idempotent); for a runtime closing before its streams

@@ -84,6 +84,16 @@ class Blas(Authority):
         self._address = ctypes.addressof(self._scalars)
         self._ring: PinnedRing | None = None  # made on the first upload_pointers
 
+    @property
+    def workspace_bytes(self) -> int:
+        return self.handle.workspace_bytes
+
+    def use_workspace(self, workspace: int | None, op: str) -> None:
+        """Run on ``workspace`` (a graph's, during a capture), or on the handle's own
+        (None)."""
+        own: Any = self.handle.owner
+        self.handle.use_workspace(own.ptr if workspace is None else workspace, op)
+
     def gemm(self, plan: Any, a: int, b: int, c: int, dtype: DType, alpha: Any, beta: Any,
              precision: str, op: str) -> None:
         """Enqueue ``c = alpha * a . b + beta * c`` as planned (device addresses of element
