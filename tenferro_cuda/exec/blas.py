@@ -133,7 +133,12 @@ class Blas(Authority):
 
     def upload_pointers(self, ctx: ExecContext, dst: int, data: np.ndarray, op: str) -> None:
         """Enqueue the copy of the host array ``data`` to ``dst`` through pinned staging
-        (never waits; ``blas_groups.PinnedRing``)."""
+        (never waits; ``blas_groups.PinnedRing``). During a capture the array is a
+        constant of the graph instead: copied once into graph memory, outside the graph
+        (``CaptureState.upload_constant``)."""
+        if ctx.capture is not None:
+            ctx.capture.upload_constant(dst, data, op)
+            return
         ring = self._ring
         if ring is None:
             ring = self._ring = PinnedRing()

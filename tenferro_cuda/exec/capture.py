@@ -65,7 +65,7 @@ def refused(op: str) -> RuntimeStateError:
 class GraphMemory:
     """The blocks of the tensors made during one capture (see the module docstring)."""
 
-    __slots__ = ("arena", "stream", "blocks", "buffers", "deferred", "closed",
+    __slots__ = ("arena", "stream", "blocks", "buffers", "deferred", "constants", "closed",
                  "__weakref__")
 
     def __init__(self, arena: _Arena, aux_stream: Any) -> None:
@@ -73,6 +73,7 @@ class GraphMemory:
         self.blocks: list[tuple[int, int]] = []
         self.buffers: list[weakref.ref] = []
         self.deferred: list[tuple[int, int]] = []  # frees asked for during the capture
+        self.constants: list = []  # host arrays being copied in, until ``settle``
         self.closed = False
 
     def alloc(self, nbytes: int, op: str) -> DeviceBuffer:
@@ -99,10 +100,16 @@ class GraphMemory:
         self.buffers.append(weakref.ref(buf))
         return buf
 
+    def owns(self, ptr: int, nbytes: int) -> bool:
+        """Whether ``[ptr, ptr + nbytes)`` lies in one block of this memory."""
+        return any(b <= ptr and ptr + nbytes <= b + n for b, n in self.blocks)
+
     def settle(self, op: str) -> None:
-        """Wait for the allocations on the auxiliary stream (after the capture ended)."""
+        """Wait for the allocations and copies on the auxiliary stream (after the capture
+        ended)."""
         if self.blocks:
             _driver.stream_synchronize(self.stream, op)
+        self.constants.clear()
 
     def close(self) -> None:
         """Give every block back to the arena (stream-ordered after the replays enqueued
@@ -151,7 +158,10 @@ class CaptureState:
             self.blas_ready(self.ctx._blas, op)
         table = op in TABLE_OPS
         for arg in args:
-            items = (arg if isinstance(arg, (list, tuple)) else
+            jobs = getattr(arg, "jobs", None)  # a GroupedGemmConfig
+            items = ([t for job in jobs for t in (job.lhs, job.rhs, job.out)]
+                     if isinstance(jobs, tuple) else
+                     arg if isinstance(arg, (list, tuple)) else
                      arg.values() if isinstance(arg, dict) else (arg,))
             for item in items:
                 for value in (item if isinstance(item, (list, tuple)) else (item,)):
@@ -166,6 +176,18 @@ class CaptureState:
             self.kept[buf.alloc_id] = buf
             if table:
                 self.table_users.add(id(value))
+
+    def upload_constant(self, dst: int, data: Any, op: str) -> None:
+        """Copy the C-contiguous host array ``data`` to ``dst`` (graph memory) on the
+        auxiliary stream: done once, before the graph is instantiated, and read by every
+        replay (a device table of addresses, say)."""
+        if not self.memory.owns(dst, data.nbytes):
+            raise RuntimeStateError("a table uploaded during a capture must live in the "
+                                    "graph's memory", op=op)
+        if data.nbytes:
+            self.memory.constants.append(data)
+            _driver_memory.memcpy_htod_async(dst, data.ctypes.data, data.nbytes,
+                                             self.memory.stream, op)
 
     def refuse(self, op: str) -> None:
         """Abandon the capture and raise the "not allowed during capture" error."""

@@ -331,3 +331,36 @@ def test_device_buffer_of_graph_memory_is_not_recycled(driver):
     buf = DeviceBuffer(0x7F0000100000, 512, ctx.home, owner=memory)
     buf.release()
     assert buf.home is None and ctx.home.lists == {}
+
+
+def test_constant_tables_go_to_graph_memory_on_the_auxiliary_stream(driver, monkeypatch):
+    import numpy as np
+
+    copies = []
+    monkeypatch.setattr(cap._driver_memory, "memcpy_htod_async",
+                        lambda dst, src, n, stream, op="": copies.append((dst, n, stream)))
+    ctx = FakeCtx()
+    state = cap.CaptureState(ctx, cap.GraphMemory(ctx.home, 99))
+    ctx.home.begin_graph(state.memory)
+    table = ctx.home.alloc(64)
+    data = np.arange(8, dtype=np.int64)
+    state.upload_constant(table.ptr, data, "grouped_gemm")
+    assert copies == [(table.ptr, 64, 99)] and state.memory.constants == [data]
+    eager = tensor(FakeCtx())
+    with pytest.raises(RuntimeStateError, match="graph's memory"):
+        state.upload_constant(eager.buffer.ptr, data, "grouped_gemm")
+    state.memory.settle("capture")
+    assert state.memory.constants == [] and driver.syncs == [99]
+    ctx.home.end_graph()
+
+
+def test_grouped_gemm_jobs_are_noted_and_fixed(driver):
+    from tenferro_cuda.configs.dot import GemmJob, GroupedGemmConfig
+
+    ctx = FakeCtx()
+    state = cap.CaptureState(ctx, cap.GraphMemory(ctx.home, 99))
+    a = Tensor._make(DType.FLOAT32, (2, 3), buffer=ctx.home.alloc(64))
+    b = Tensor._make(DType.FLOAT32, (3, 2), buffer=ctx.home.alloc(64))
+    c = Tensor._make(DType.FLOAT32, (2, 2), buffer=ctx.home.alloc(64))
+    state.admit("grouped_gemm", (GroupedGemmConfig((GemmJob(a, b, c),)),))
+    assert set(state.external) == {id(a), id(b), id(c)} == state.table_users

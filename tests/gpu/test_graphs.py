@@ -359,3 +359,27 @@ def test_replay_after_the_session_ended():
             s.add(x, x)
     with pytest.raises(tc.RuntimeStateError):
         g.replay()
+
+
+def test_grouped_gemm_is_captured_with_its_table_in_graph_memory(s, rng):
+    from tenferro_cuda.configs.dot import GemmJob, GroupedGemmConfig
+
+    shapes = [(16, 8, 12), (16, 8, 12), (4, 6, 5)]
+    ops = []
+    for m, k, n in shapes:
+        ops.append((up(s, rng.standard_normal((m, k), dtype=np.float32)),
+                    up(s, rng.standard_normal((k, n), dtype=np.float32)),
+                    up(s, np.zeros((m, n), np.float32))))
+    config = GroupedGemmConfig(tuple(GemmJob(a, b, c) for a, b, c in ops))
+    with s.capture() as g:
+        s.grouped_gemm(config)
+    assert all(np.array_equal(down(s, c), np.zeros_like(down(s, c))) for _, _, c in ops)
+    g.replay()
+    for a, b, c in ops:
+        np.testing.assert_allclose(down(s, c), down(s, a) @ down(s, b), rtol=1e-5, atol=1e-5)
+    with pytest.raises(tc.ValidationError, match="pointer table"):
+        g.replay(inputs={ops[0][0]: up(s, np.zeros((16, 8), np.float32))})
+    s.grouped_gemm(config)  # eager again after the capture: its own plan
+    g.close()
+    s.grouped_gemm(config)
+    s.synchronize()

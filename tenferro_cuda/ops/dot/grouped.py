@@ -21,8 +21,9 @@ call (kept per execution context in ``ctx.memo`` until the config is collected):
 checks that every operand is still resident and enqueues, with the address array of
 unstaged jobs already on the device. A config whose operands are no longer resident takes
 the full path again, which raises the precise error. So does every call during a graph
-capture: a graph would have to keep the planned address array alive, and the upload of a
-new one (a host copy) is refused there.
+capture, whose plan is not kept: its address array is graph memory, uploaded once as a
+constant of the graph (``exec/capture.CaptureState.upload_constant``), which a later
+eager call must not reuse.
 """
 
 from __future__ import annotations
@@ -121,6 +122,8 @@ def _plan(ctx: ExecContext, config: GroupedGemmConfig, key: tuple,
     if not dtype.is_integer:
         ctx.blas(op)  # a missing cuBLAS is reported before anything runs
     run = plan_run(ctx, config, checked, dtype, precision, op)
+    if ctx.capture is not None:  # its address array is graph memory: not for later calls
+        return run
     ctx.memo.put(key, run)
     forget = weakref.finalize(config, ctx.memo.pop, key, None)
     forget.atexit = False
