@@ -1,18 +1,38 @@
-"""DLPack export: the capsules behind ``Tensor.__dlpack__`` (rules in ``dlpack.py``).
+"""DLPack export: the capsules behind ``Tensor.__dlpack__`` (the table in docs/interop.md).
 
-The DLManagedTensor and its shape/strides arrays of every exported capsule live in
-``_exports`` until the consumer calls the deleter, or until the capsule dies unconsumed
-(its destructor calls the deleter then). The deleter acts once: it makes the tensor's
-stream wait for the consumer's stream when that is a default stream (1 or 2; any other
-stream may be destroyed by then, and the consumer must have finished with the memory, as
-PyTorch and CuPy require for memory they import), drops the reference to the tensor, and
-never raises.
+- ``max_version`` None or below (1, 0): a legacy ``"dltensor"`` capsule; otherwise
+  ``"dltensor_versioned"`` (version (1, min(minor, 1))). ``data`` is the address of
+  element (0, ..., 0), ``byte_offset`` 0; shape and element strides (maybe negative) are
+  always given. Flags: ``READ_ONLY`` for memory adopted read-only (a legacy capsule cannot
+  say so: BufferError), ``IS_COPIED`` for a copy.
+- ``stream=S`` is the consumer's stream (``_foreign.consumer_stream``: None/1 legacy
+  default, 2 per-thread default, -1 none, a handle or a ``__cuda_stream__`` object; 0
+  BufferError): S waits for the tensor's stream with one pooled event before the capsule
+  is returned; nothing when S is the tensor's own stream or -1.
+- ``dl_device`` other than ``(kDLCUDA, ordinal)`` raises BufferError (export never moves
+  data between devices). ``copy=True`` makes a compact copy, on the thread that owns the
+  tensor's stream: a dense tensor is copied by one memcpy enqueued on S after S waits
+  for the tensor's stream (and the tensor's stream then waits for S, so neither buffer
+  is reused under it); a strided view is compacted on the tensor's stream, which S then
+  waits for; with ``stream=-1`` the copy is made on the tensor's stream.
+- Each capsule's header, shape and strides are one block written by one ``struct`` call.
+  The block and the tensor live in ``_exports`` until the consumer calls the deleter, or
+  until the capsule dies unconsumed (its destructor calls the deleter then). The deleter
+  acts once: when S was a default stream (1 or 2), the tensor's stream waits for S (any
+  other stream may be destroyed by then: its consumer must have finished with the memory,
+  as PyTorch and CuPy require for memory they import); it drops the tensor, never raises.
+
+ctypes callbacks take the GIL. CPython cannot hand a pending exception through a ctypes
+callback (a consumer that failed and then dropped our capsule): the callbacks clear it
+first, do their work, and print it to stderr.
 """
 
 from __future__ import annotations
 
 import ctypes
+import struct
 import sys
+import threading
 
 from .dlpack import (
     _F0,
@@ -25,21 +45,48 @@ from .dlpack import (
     CAPSULE_DESTRUCTOR,
     DELETER,
     DLPACK_VERSION,
-    DLDevice,
+    FLAG_IS_COPIED,
+    FLAG_READ_ONLY,
+    TENSOR_LAYOUT,
     DLDeviceType,
-    DLManagedTensor,
-    DLManagedTensorVersioned,
-    DLPackVersion,
     _capsule_new,
     _err_fetch,
     _err_restore,
     _raw_capsule_name,
     _raw_capsule_pointer,
-    to_dl_dtype,
+    dl_code_bits,
 )
 from .errors import RuntimeStateError
 
-__all__ = ["export_capsule", "live_exports"]
+__all__ = ["export_capsule", "live_exports", "dlpack_device"]
+
+_CUDA = int(DLDeviceType.kDLCUDA)
+_CPU_DEVICE = (DLDeviceType.kDLCPU, 0)
+_CUDA_DEVICES: dict[int, tuple[DLDeviceType, int]] = {}
+_ident = threading.get_ident
+_finalizing = sys.is_finalizing
+_f = None  # the _foreign module, bound on first use (it imports the driver)
+
+
+def _foreign():
+    global _f
+    if _f is None:
+        from . import _foreign as module
+
+        _f = module
+    return _f
+
+
+def dlpack_device(tensor) -> tuple[DLDeviceType, int]:
+    """``__dlpack_device__``: (kDLCUDA, ordinal) for device tensors, (kDLCPU, 0) on host."""
+    buf = tensor.base.buffer
+    if buf is None:
+        return _CPU_DEVICE
+    ordinal = buf.origin.pool.ordinal
+    device = _CUDA_DEVICES.get(ordinal)
+    if device is None:
+        device = _CUDA_DEVICES[ordinal] = (DLDeviceType.kDLCUDA, int(ordinal))
+    return device
 
 
 def _report_pending(pending: tuple, where: str) -> None:
@@ -53,41 +100,23 @@ def _report_pending(pending: tuple, where: str) -> None:
               f"could not be passed on: {exc!r}", file=sys.stderr)
 
 
-class _Export:
-    """What one exported capsule keeps alive until its deleter runs."""
-
-    __slots__ = ("managed", "shape", "strides", "tensor", "consumer", "home")
-
-    def __init__(self, managed, shape, strides, tensor, consumer, home) -> None:
-        self.managed = managed
-        self.shape = shape
-        self.strides = strides
-        self.tensor = tensor
-        self.consumer = consumer
-        self.home = home  # runtime or pool owning the tensor's stream (see _foreign)
-
-
-_exports: dict[int, _Export] = {}
+# address of the managed tensor -> (block, tensor, consumer stream, ExecContext or None)
+_exports: dict[int, tuple] = {}
 
 
 def _release_export(address: int) -> None:
     record = _exports.pop(address, None)
-    if record is None or sys.is_finalizing():
+    if record is None or _finalizing():
         return
-    buf, home = record.tensor.base.buffer, record.home
-    # Only the default streams (1, 2) are certain to exist when the deleter runs: a
-    # consumer's own stream may already be destroyed, and recording on it would crash the
-    # driver. For other streams the consumer must have finished with the memory (the rule
-    # PyTorch and CuPy follow for imported memory too).
-    consumer_alive = record.consumer is not None and int(record.consumer) in (1, 2)
-    if consumer_alive and not buf.freed and not (home and home.closed):
-        from ._foreign import order_after
-
-        context = home.context if home is not None else None
-        try:  # our stream reuses the memory only after the consumer's work on its stream
-            order_after(buf.stream, record.consumer, context, "dlpack_deleter")
-        except Exception:  # noqa: BLE001 - runtime closed or context lost: nothing to order
-            pass
+    _, tensor, consumer, ctx = record
+    f = _foreign()
+    if consumer is f.LEGACY_STREAM or consumer is f.PER_THREAD_STREAM:
+        buf = tensor.base.buffer
+        if ctx is not None and not ctx.closed and buf.home is not None:
+            try:  # our stream reuses the memory only after the consumer's work on its stream
+                f.order(ctx, buf.origin.stream, consumer)
+            except Exception:  # noqa: BLE001 - runtime closed or context lost: nothing to order
+                pass
 
 
 @DELETER
@@ -115,25 +144,22 @@ def _capsule_destructor(capsule):
 
 
 _DESTRUCTOR_ADDRESS = ctypes.cast(_capsule_destructor, ctypes.c_void_p).value
+_DELETER_ADDRESS = ctypes.cast(_deleter, ctypes.c_void_p).value
+_NAME_ADDRESS = (ctypes.addressof(_NAME), ctypes.addressof(_NAME_V))
+_VERSIONS = {minor: (DLPACK_VERSION[0], minor) for minor in range(DLPACK_VERSION[1] + 1)}
+# what consumers send -> what we make (None: legacy)
+_USUAL = {(0, 0): None, (0, 8): None, (1, 0): _VERSIONS[0], (1, 1): _VERSIONS[1],
+          (1, 2): _VERSIONS[1], (1, 3): _VERSIONS[1]}
 
 
-def _check_export_args(buf, max_version, dl_device, copy) -> tuple[int, int] | None:
-    """Validate the keyword arguments of ``__dlpack__``; the version of a versioned capsule
-    to make, or None for a legacy one."""
-    if copy:
-        raise BufferError("__dlpack__(copy=True): tenferro_cuda exports its memory without "
-                          "copying; copy on the consumer side or use copy=None/False")
-    if dl_device is not None:
-        try:
-            wanted = (int(dl_device[0]), int(dl_device[1]))
-        except (TypeError, ValueError, IndexError):
-            raise BufferError(f"__dlpack__: dl_device must be (device_type, device_id) "
-                              f"(got {dl_device!r})") from None
-        if wanted != (DLDeviceType.kDLCUDA, buf.ordinal):
-            raise BufferError(f"__dlpack__: the tensor is on CUDA device {buf.ordinal}; "
-                              f"dl_device={wanted} would need a copy, which export never makes")
+def _version(max_version) -> tuple[int, int] | None:
+    """The version of the versioned capsule to make, or None for a legacy one."""
     if max_version is None:
         return None
+    if type(max_version) is tuple:
+        usual = _USUAL.get(max_version, False)
+        if usual is not False:
+            return usual  # type: ignore[return-value]
     try:
         major, minor = (int(v) for v in max_version)
     except (TypeError, ValueError):
@@ -141,52 +167,125 @@ def _check_export_args(buf, max_version, dl_device, copy) -> tuple[int, int] | N
                           f"(got {max_version!r})") from None
     if major < 1:
         return None
-    ours = DLPACK_VERSION[1]
-    return DLPACK_VERSION[0], (min(minor, ours) if major == DLPACK_VERSION[0] else ours)
+    if major > DLPACK_VERSION[0]:
+        return DLPACK_VERSION
+    return _VERSIONS[min(max(minor, 0), DLPACK_VERSION[1])]
 
 
-def export_capsule(tensor, *, stream=None, max_version=None, dl_device=None, copy=None):
-    """``__dlpack__``: a capsule over ``tensor``'s device memory (see ``dlpack.py``)."""
-    from ._foreign import consumer_stream, export_home, order_after
+def _check_device(buf, dl_device) -> None:
+    try:
+        wanted = (int(dl_device[0]), int(dl_device[1]))
+    except (TypeError, ValueError, IndexError):
+        raise BufferError(f"__dlpack__: dl_device must be (device_type, device_id) "
+                          f"(got {dl_device!r})") from None
+    ordinal = buf.origin.pool.ordinal
+    if wanted != (_CUDA, ordinal):
+        raise BufferError(f"__dlpack__: the tensor is on CUDA device {ordinal}; "
+                          f"dl_device={wanted} would need a copy to another device, which "
+                          f"export never makes")
 
+
+def export_capsule(tensor, stream=None, max_version=None, dl_device=None, copy=None):
+    """``__dlpack__``: a capsule over ``tensor``'s device memory (see the module doc)."""
     op = "__dlpack__"
     buf = tensor.base.buffer
     if buf is None:
         raise BufferError("__dlpack__: this is a host tensor; export GPU tensors only "
                           "(tensor.numpy() gives the host data)")
-    if buf.freed:
+    if buf.home is None:
         raise RuntimeStateError("cannot export a reclaimed tensor (its buffer was released)",
                                 op=op)
-    version = _check_export_args(buf, max_version, dl_device, copy)
-    consumer = consumer_stream(stream, op)
-    home = export_home(buf, op)
-    if consumer is not None:
-        order_after(consumer, buf.stream, home.context if home is not None else None, op)
-    return _make_capsule(tensor, version, consumer, home)
+    version = _version(max_version)
+    if dl_device is not None:
+        _check_device(buf, dl_device)
+    if copy is not None and copy is not True and copy is not False:
+        raise BufferError(f"__dlpack__: copy must be True, False or None (got {copy!r})")
+    f = _f or _foreign()
+    consumer = f.LEGACY_STREAM if stream is None else f.consumer_stream(stream, op)
+    owner = buf.owner
+    readonly = owner is not None and getattr(owner, "readonly", False) is True
+    if readonly and version is None and not copy:
+        raise BufferError("__dlpack__: this tensor is read-only and a legacy (unversioned) "
+                          "capsule cannot say so; ask for max_version >= (1, 0)")
+    ctx = f.export_context(buf, op)
+    flags = FLAG_READ_ONLY if readonly else 0
+    if copy:
+        tensor = _copied(ctx, tensor, consumer, op)
+        buf, flags = tensor.buffer, FLAG_IS_COPIED
+    elif consumer is not None and int(consumer) != int(buf.origin.stream):
+        if ctx is None:
+            raise RuntimeStateError("the tensor's memory belongs to no live runtime; "
+                                    "nothing can order a consumer after it", op=op)
+        f.order(ctx, consumer, buf.origin.stream)
+    return _make_capsule(tensor, buf, version, flags, consumer, ctx)
 
 
-def _make_capsule(tensor, version: tuple[int, int] | None, consumer, home):
-    n = tensor.ndim
-    shape = (ctypes.c_int64 * max(n, 1))(*tensor.shape)
-    strides = (ctypes.c_int64 * max(n, 1))(*tensor.strides)
-    managed = DLManagedTensorVersioned() if version else DLManagedTensor()
-    dl = managed.dl_tensor
-    dl.data = tensor.data_ptr() if tensor.size else None
-    dl.device = DLDevice(DLDeviceType.kDLCUDA, tensor.base.buffer.ordinal)
-    dl.ndim = n
-    dl.dtype = to_dl_dtype(tensor.dtype)
-    dl.shape = ctypes.cast(shape, ctypes.POINTER(ctypes.c_int64))
-    dl.strides = ctypes.cast(strides, ctypes.POINTER(ctypes.c_int64))
-    dl.byte_offset = 0
-    managed.deleter = _deleter
-    if version:
-        managed.version = DLPackVersion(*version)
-        managed.flags = 0
-    address = ctypes.addressof(managed)
-    _exports[address] = _Export(managed, shape, strides, tensor, consumer, home)
+def _copied(ctx, tensor, consumer, op: str):
+    """A compact copy of ``tensor`` for ``copy=True`` (see the module doc)."""
+    f = _foreign()
+    if ctx is None or ctx.thread != _ident():
+        raise BufferError("__dlpack__(copy=True): the copy is made by the thread whose "
+                          "session stream the tensor belongs to; export from that thread "
+                          "or with copy=None")
+    from .exec import guard
+
+    if guard.current_id() == ctx.context_id:
+        return _copy(f, ctx, tensor, consumer, op)
+    return guard.call_pushed(ctx.context, _copy, f, ctx, tensor, consumer, op)
+
+
+def _copy(f, ctx, tensor, consumer, op: str):
+    from .ops import storage
+
+    if consumer is None or not tensor.is_contiguous:
+        out = storage.materialize(ctx, tensor, op)
+        if consumer is not None:
+            f.order(ctx, consumer, ctx.stream)
+        return out
+    out = ctx.alloc(tensor.dtype, tensor.shape, op)
+    f.order(ctx, consumer, ctx.stream)  # the source's writes and the allocation
+    if out.size:
+        f.copy_on(consumer, out.buffer.ptr, tensor.data_ptr(), out.nbytes, op)
+    f.order(ctx, ctx.stream, consumer)  # neither buffer is reused under the copy
+    return out
+
+
+# (ndim, versioned) -> (struct layout, block type, offset of shape in the block)
+_LAYOUTS: dict[tuple[int, bool], tuple[struct.Struct, type, int]] = {}
+
+
+def _layout(n: int, versioned: bool) -> tuple[struct.Struct, type, int]:
+    key = (n, versioned)
+    hit = _LAYOUTS.get(key)
+    if hit is None:
+        head = ("<IIQQQ" + TENSOR_LAYOUT) if versioned else ("<" + TENSOR_LAYOUT + "QQ")
+        layout = struct.Struct(f"{head}{n}q{n}q")
+        hit = _LAYOUTS[key] = (layout, ctypes.c_char * layout.size,
+                               struct.calcsize(head))
+    return hit
+
+
+def _make_capsule(tensor, buf, version, flags: int, consumer, ctx):
+    n = len(tensor.shape)
+    layout, block_type, at = _layout(n, version is not None)
+    block = block_type()
+    address = ctypes.addressof(block)
+    code, bits = dl_code_bits(tensor.dtype)
+    shape = tensor.shape
+    data = 0 if not buf.ptr or 0 in shape else buf.ptr + tensor.offset * tensor.dtype.itemsize
+    ordinal = buf.origin.pool.ordinal
+    shape_p = address + at
+    strides_p = shape_p + 8 * n
+    if version is not None:
+        layout.pack_into(block, 0, version[0], version[1], 0, _DELETER_ADDRESS, flags, data,
+                         _CUDA, ordinal, n, code, bits, 1, shape_p, strides_p, 0,
+                         *shape, *tensor.strides)
+    else:
+        layout.pack_into(block, 0, data, _CUDA, ordinal, n, code, bits, 1, shape_p,
+                         strides_p, 0, 0, _DELETER_ADDRESS, *shape, *tensor.strides)
+    _exports[address] = (block, tensor, consumer, ctx)
     try:
-        name = _NAME_V if version else _NAME
-        return _capsule_new(address, ctypes.addressof(name), _DESTRUCTOR_ADDRESS)
+        return _capsule_new(address, _NAME_ADDRESS[version is not None], _DESTRUCTOR_ADDRESS)
     except BaseException:
         _exports.pop(address, None)
         raise
@@ -197,4 +296,4 @@ def live_exports(tensor=None) -> int:
     deleter (tests, diagnostics)."""
     if tensor is None:
         return len(_exports)
-    return sum(1 for record in list(_exports.values()) if record.tensor is tensor)
+    return sum(1 for record in list(_exports.values()) if record[1] is tensor)

@@ -304,6 +304,18 @@ def stream_wait_event(stream, event) -> None:
     check(_d.cuStreamWaitEvent(stream, event, 0), "cuStreamWaitEvent")
 
 
+def stream_order(event, producer, waiter) -> None:
+    """``waiter`` waits for the work enqueued so far on ``producer``: ``event`` is recorded
+    on ``producer`` and waited on by ``waiter`` (the wait holds that record; the event
+    may be recorded again at once)."""
+    status = _d.cuEventRecord(event, producer)[0]
+    if status:
+        _fail("cuEventRecord", status)
+    status = _d.cuStreamWaitEvent(waiter, event, 0)[0]
+    if status:
+        _fail("cuStreamWaitEvent", status)
+
+
 def stream_handle(value: int):
     """A CUstream for a raw handle value (for streams owned by others)."""
     return _d.CUstream(value)

@@ -1,27 +1,35 @@
-"""Memory shared with other libraries: stream ordering, deferred release, owner lookup.
+"""Memory shared with other libraries: stream values, stream ordering, deferred release.
 
-Guarantees (used by ``dlpack.py``, ``cai.py`` and ``ops/interop.py``):
-- ``order_after(waiter, producer, context, op)`` makes ``waiter`` wait for the work enqueued
-  so far on ``producer`` (a stream or a raw handle) with one event (record on
-  ``producer``, wait on ``waiter``); it never synchronizes the host or the device.
-  ``context`` is made current around the calls when another one is current, and put back
-  afterwards (through the context guard, ``exec/guard.py``).
-- ``consumer_stream(value, op)`` maps a DLPack/array-API ``stream=`` argument to a stream
-  handle: ``None`` and ``1`` are the legacy default stream, ``2`` the per-thread default
-  stream, ``-1`` means "no synchronization" (``None`` is returned), larger values are
-  raw ``CUstream`` handles. ``0`` (ambiguous, disallowed by the rules, but sent by some
-  older consumers) is taken as the driver's NULL stream, i.e. the legacy default stream.
-- ``release_when_idle(stream, fn, home)`` runs ``fn`` (a foreign deleter, or dropping the
-  last reference to a foreign array) only once ``stream`` has finished the work enqueued so
-  far, so that the producer's allocator cannot hand the memory out again while our kernels
-  still read it. It never blocks: ``fn`` runs at once when the stream is idle, otherwise at
-  the next interop call that finds it idle, and at the latest at interpreter exit. It never
-  raises.
-- A *home* is the object that owns a stream: a ``CudaRuntime`` or its ``MemoryPool``, both
-  with ``.context`` and ``.closed``. A closed home's streams are destroyed (and were
-  synchronized first), so they are never touched again: idle by definition.
-- ``export_home(buffer, op)`` returns the home of a device buffer, after checking that it
-  is usable and enqueueing its pending work for the calling thread's stream.
+Guarantees (used by ``dlpack.py``, ``_dlpack_export.py``, ``cai.py`` and ``ops/interop``):
+- ``stream_value(value, op, error)`` turns a stream argument into a raw handle (an int):
+  ints as they are, and any object with ``__cuda_stream__`` (cuda.core's protocol: it
+  returns ``(0, handle)``; handle 0, the NULL stream, reads as the legacy default stream
+  1). Anything else raises ``error`` (TypeError for the protocol methods, ValidationError
+  for session methods).
+- ``consumer_stream(value, op)`` maps ``__dlpack__``'s ``stream=`` (DLPack 1.x / array
+  API): ``None`` and ``1`` are the legacy default stream, ``2`` the per-thread default
+  stream, ``-1`` means no synchronization (``None`` is returned), larger values and
+  protocol objects are that stream. ``0`` (ambiguous: disallowed by the rules) and other
+  negative values raise BufferError.
+- ``order(ctx, waiter, producer)`` makes ``waiter`` wait, on the device, for the work
+  enqueued so far on ``producer``: one ``cuEventRecord`` and one ``cuStreamWaitEvent``
+  with an event of the context's pool (``ctx.events``), taken for the two calls and put
+  back, so steady state creates no event (a nested or concurrent use takes another one;
+  at most ``POOL_LIMIT`` idle events are kept). It never synchronizes the host. The
+  context is made current around the calls when another one is (``order_current`` is
+  the form for op bodies, where ours is current already).
+- ``release_when_idle(stream, fn, arg, home)`` calls ``fn(arg)`` (a foreign deleter, or
+  dropping the last reference to a foreign array) only once ``stream`` has finished the
+  work enqueued so far, so that the producer's allocator cannot hand the memory out while
+  our kernels still read it. It never blocks: at once when the stream is idle (one
+  ``cuStreamQuery``), otherwise at the next interop call that finds it idle (one query
+  per stream for all that wait on it), at the latest at interpreter exit. Never raises.
+- A *home* owns a stream: a ``CudaRuntime`` or its ``MemoryPool``, both with ``.context``
+  and ``.closed``. A closed home's streams are destroyed (synchronized first), so they
+  are never touched again: idle by definition.
+- ``export_context(buffer, op)`` is the execution context of a device buffer (None for a
+  buffer of no runtime), after checking that it may be exported and enqueueing the
+  calling thread's pending work on its stream.
 """
 
 from __future__ import annotations
@@ -32,54 +40,120 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from . import _driver
-from .errors import RuntimeStateError
+from . import _driver, _driver_memory
+from .errors import RuntimeStateError, TenferroError
 from .exec import guard
 
-__all__ = ["order_after", "consumer_stream", "release_when_idle", "drain", "export_home"]
+__all__ = ["stream_value", "stream_of", "consumer_stream", "order", "order_current",
+           "release_when_idle", "drain", "export_context", "owner_context", "copy_on",
+           "LEGACY_STREAM", "PER_THREAD_STREAM", "events_created"]
 
-_LEGACY_STREAM = 1
+POOL_LIMIT = 8  # idle events kept per context
+LEGACY_STREAM = _driver.stream_handle(1)
+PER_THREAD_STREAM = _driver.stream_handle(2)
+_DEFAULT_STREAMS = (None, LEGACY_STREAM, PER_THREAD_STREAM)
 
-_parked: list[tuple[Any, Callable[[], None], Any]] = []  # (stream, fn, home)
+_parked: list[tuple[Any, Callable[[Any], object], Any, Any]] = []  # (stream, fn, arg, home)
 _parked_lock = threading.Lock()
 _atexit_registered = False
+_created = [0]  # events made by the pools (tests: steady state makes none)
+_finalizing = sys.is_finalizing
+_ident = threading.get_ident
+
+
+def _error(error: type[Exception], message: str, op: str) -> Exception:
+    if issubclass(error, TenferroError):
+        return error(message, op=op)
+    return error(f"{op}: {message}")
+
+
+def stream_value(value: object, op: str, error: type[Exception] = TypeError) -> int:
+    """The raw handle of a stream argument: an int, or an object with ``__cuda_stream__``."""
+    if type(value) is int:
+        return value  # type: ignore[return-value]
+    protocol = getattr(value, "__cuda_stream__", None)
+    if protocol is None:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return int(value)
+        raise _error(error, f"stream must be an int or an object with __cuda_stream__ (got "
+                            f"{type(value).__name__})", op)
+    try:
+        version, handle = protocol()
+    except (TypeError, ValueError) as exc:
+        raise _error(error, f"__cuda_stream__() must return (version, handle): {exc}",
+                     op) from None
+    if type(version) is not int or version != 0 or not isinstance(handle, int) \
+            or isinstance(handle, bool) or handle < 0:
+        raise _error(error, f"__cuda_stream__() must return (0, handle >= 0) (got "
+                            f"({version!r}, {handle!r}))", op)
+    return int(handle) or 1  # the NULL stream is the legacy default stream
+
+
+def stream_of(handle: int):
+    """The CUstream of a raw handle >= 1 (the default streams 1 and 2 are shared)."""
+    return _DEFAULT_STREAMS[handle] if handle < 3 else _driver.stream_handle(handle)
 
 
 def consumer_stream(value: object, op: str):
-    """The stream handle a consumer asked us to order after, or None for ``-1``."""
+    """The stream a DLPack consumer will use (a CUstream), or None for ``-1``."""
     if value is None:
-        value = _LEGACY_STREAM
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{op}: stream must be an int or None (got {type(value).__name__})")
-    if value == -1:
+        return LEGACY_STREAM
+    handle = stream_value(value, op)
+    if handle > 0:
+        return _DEFAULT_STREAMS[handle] if handle < 3 else _driver.stream_handle(handle)
+    if handle == -1:
         return None
-    if value == 0:
-        value = _LEGACY_STREAM  # disallowed by the rules as ambiguous; the driver's NULL stream
-    if value < -1:
-        raise BufferError(f"{op}: stream must be -1, None or a CUDA stream handle "
-                          f"(got {value})")
-    return _driver.stream_handle(value)
+    raise BufferError(f"{op}: stream={handle} is not allowed: pass -1 (no synchronization), "
+                      f"None or 1 (legacy default stream), 2 (per-thread default stream) or "
+                      f"a stream handle" + (" (0 is ambiguous)" if handle == 0 else ""))
 
 
-def order_after(waiter, producer, context, op: str) -> None:
-    """Make ``waiter`` wait (on the device) for the work enqueued so far on ``producer``."""
-    if isinstance(producer, int):
-        producer = _driver.stream_handle(producer)
-    if context is None:
-        _record_and_wait(waiter, producer)
-        return
-    with guard.within(context, int(context)):
-        _record_and_wait(waiter, producer)
+# --- ordering ----------------------------------------------------------------------------
 
-
-def _record_and_wait(waiter, producer) -> None:
+def _new_event():
     event = _driver.event_create()
-    try:
-        _driver.event_record(event, producer)
-        _driver.stream_wait_event(waiter, event)
-    finally:
-        _driver.event_destroy(event)
+    _created[0] += 1
+    return event
 
+
+def events_created() -> int:
+    """How many events the context pools have made so far in this process."""
+    return _created[0]
+
+
+def _order(events: list, waiter, producer) -> None:
+    try:
+        event = events.pop()
+    except IndexError:  # empty, or another thread took the last one
+        event = _new_event()
+    try:
+        _driver.stream_order(event, producer, waiter)
+    finally:
+        if len(events) < POOL_LIMIT:
+            events.append(event)
+        else:
+            _driver.event_destroy(event)
+
+
+def order_current(ctx: Any, waiter, producer) -> None:
+    """``order`` when ``ctx``'s context is current (inside an op)."""
+    _order(ctx.events, waiter, producer)
+
+
+def order(ctx: Any, waiter, producer) -> None:
+    """Make ``waiter`` wait for the work enqueued so far on ``producer`` (module doc)."""
+    if guard.current_id() == ctx.context_id:
+        _order(ctx.events, waiter, producer)
+    else:
+        guard.call_pushed(ctx.context, _order, ctx.events, waiter, producer)
+
+
+def copy_on(stream, dst: int, src: int, nbytes: int, op: str) -> None:
+    """Enqueue a device-to-device copy of ``nbytes`` on ``stream`` (another library's)."""
+    _driver_memory.memcpy_dtod_async(dst, src, nbytes, stream, op)
+
+
+# --- deferred release ----------------------------------------------------------------------
 
 def _idle(stream, home) -> bool:
     """True when ``stream`` has no pending work (or cannot be asked any more)."""
@@ -98,46 +172,59 @@ def _idle(stream, home) -> bool:
         return True
 
 
-def _run(fn: Callable[[], None]) -> None:
+def _run(fn: Callable[[Any], object], arg: Any) -> None:
     try:
-        fn()
+        fn(arg)
     except Exception as exc:  # noqa: BLE001 - a release path never raises
         print(f"tenferro_cuda: releasing foreign memory failed: {exc!r}", file=sys.stderr)
 
 
-def release_when_idle(stream, fn: Callable[[], None], home=None) -> None:
-    """Run ``fn`` once ``stream`` is idle (at once if it is); never blocks, never raises."""
+def release_when_idle(stream, fn: Callable[[Any], object], arg: Any = None, home=None) -> None:
+    """Call ``fn(arg)`` once ``stream`` is idle (at once if it is); never blocks or raises."""
     global _atexit_registered
     try:
-        if sys.is_finalizing():
+        if _finalizing():
             return  # foreign deleters must not run while the interpreter tears down
-        drain()
-        if stream is None or _idle(stream, home):
-            _run(fn)
+        if _parked:
+            drain()
+        if stream is not None and not _idle(stream, home):
+            with _parked_lock:
+                _parked.append((stream, fn, arg, home))
+                if not _atexit_registered:
+                    atexit.register(_release_all_at_exit)
+                    _atexit_registered = True
             return
-        with _parked_lock:
-            _parked.append((stream, fn, home))
-            if not _atexit_registered:
-                atexit.register(_release_all_at_exit)
-                _atexit_registered = True
     except Exception as exc:  # noqa: BLE001 - called from finalizers
         print(f"tenferro_cuda: deferring a foreign release failed: {exc!r}", file=sys.stderr)
+        return
+    try:
+        fn(arg)
+    except Exception as exc:  # noqa: BLE001 - a release path never raises
+        print(f"tenferro_cuda: releasing foreign memory failed: {exc!r}", file=sys.stderr)
 
 
 def drain() -> None:
-    """Run the parked releases whose stream has become idle (non-blocking)."""
+    """Run the parked releases whose stream has become idle (one query per stream)."""
     if not _parked:
         return
     with _parked_lock:
         entries = list(_parked)
-    ready = [e for e in entries if _idle(e[0], e[2])]
+    idle: dict[int, bool] = {}
+    ready = []
+    for entry in entries:
+        key = int(entry[0])
+        state = idle.get(key)
+        if state is None:
+            state = idle[key] = _idle(entry[0], entry[3])
+        if state:
+            ready.append(entry)
     if not ready:
         return
+    taken = {id(e) for e in ready}
     with _parked_lock:
-        for entry in ready:
-            _parked.remove(entry)
+        _parked[:] = [e for e in _parked if id(e) not in taken]
     for entry in ready:
-        _run(entry[1])
+        _run(entry[1], entry[2])
 
 
 def parked_count() -> int:
@@ -149,37 +236,55 @@ def _release_all_at_exit() -> None:
     with _parked_lock:
         entries = list(_parked)
         _parked.clear()
-    for stream, fn, home in entries:
+    for stream, fn, arg, home in entries:
         try:
             if home is not None and not home.closed:
                 with guard.within(home.context, int(home.context)):
                     _driver.stream_synchronize(stream)
         except Exception:  # noqa: BLE001 - at exit, release anyway
             pass
-        _run(fn)
+        _run(fn, arg)
 
 
-def _owner_runtime(buffer):
+# --- the execution context of an exported buffer -----------------------------------------
+
+_by_arena: dict[int, tuple[Any, Any]] = {}  # id(arena) -> (arena, its ExecContext)
+
+
+def owner_context(buffer) -> Any:
+    """The ExecContext whose arena ``buffer`` came from (None: no live runtime has it)."""
+    arena = buffer.origin
+    hit = _by_arena.get(id(arena))
+    if hit is not None and hit[0] is arena:
+        return hit[1]
     from .runtime import CudaRuntime
 
     for rt in list(CudaRuntime._registry.values()):
-        if rt.domain.value == buffer.domain:
-            return rt
+        for ctx in list(rt._contexts):
+            if ctx.home is arena:
+                for key, (_, old) in list(_by_arena.items()):
+                    if old.closed:
+                        _by_arena.pop(key, None)
+                _by_arena[id(arena)] = (arena, ctx)
+                return ctx
     return None
 
 
-def export_home(buffer, op: str):
-    """The home (runtime or pool) of ``buffer``, after checking it is usable and flushing
-    its pending work of the calling thread (when ``buffer`` is on this thread's stream)."""
-    rt = _owner_runtime(buffer)
-    if rt is None:
+def export_context(buffer, op: str) -> Any:
+    """The ExecContext of ``buffer`` after checking its runtime is alive and enqueueing the
+    calling thread's pending work on its stream; None for memory of no runtime (whose
+    pool must not be closed)."""
+    ctx = owner_context(buffer)
+    if ctx is None:
         home = buffer.pool if buffer.pool is not None else getattr(buffer.owner, "home", None)
         if home is not None and home.closed:
             raise RuntimeStateError(f"the runtime of device {buffer.ordinal} that owns this "
                                     f"tensor is closed", op=op)
-        return home
-    rt.check_alive(op)
-    for ctx in list(rt._contexts):
-        if ctx.stream is buffer.stream and ctx.thread == threading.get_ident():
+        return None
+    ctx.runtime.check_alive(op)
+    if ctx.pending and ctx.thread == _ident():
+        if guard.current_id() == ctx.context_id:
             ctx.flush()
-    return rt
+        else:
+            guard.call_pushed(ctx.context, ctx.flush)
+    return ctx

@@ -4688,6 +4688,116 @@ class SessionOps:
         """
         ...
 
+    def argmax(self, input: Tensor | TensorView, axis: int) -> Tensor:
+        """Index of the first maximum along ``axis`` (removed from the shape).
+
+        Parameters
+        ----------
+        input : Tensor or TensorView
+            A device tensor of this session; bool, integer or real float dtype, rank <= 8.
+        axis : int
+            The axis, in ``[-ndim, ndim)``; it must not have extent 0.
+
+        Returns
+        -------
+        Tensor
+            int64 indices. Ties go to the first index; NaN beats every number (the index of
+            the first NaN); -0.0 equals +0.0; bool orders False < True.
+
+        Raises
+        ------
+        ValidationError
+            ``axis`` not an int or out of range; an axis of extent 0; rank > 8.
+        UnsupportedDTypeError
+            complex input.
+        RuntimeStateError
+            ``input`` is not resident on this session's device; closed session.
+        """
+        ...
+
+    def argmax_read(self, input: Tensor | TensorView, axis: int) -> Tensor:
+        """``argmax`` of an owned tensor or a borrowed view.
+        """
+        ...
+
+    def argmin(self, input: Tensor | TensorView, axis: int) -> Tensor:
+        """Index of the first minimum along ``axis``; NaN beats every number (see ``argmax``).
+        """
+        ...
+
+    def argmin_read(self, input: Tensor | TensorView, axis: int) -> Tensor:
+        """``argmin`` of an owned tensor or a borrowed view.
+        """
+        ...
+
+    def cumsum(self, input: Tensor | TensorView, axis: int, reverse: bool = ...) -> Tensor:
+        """Cumulative sum along ``axis``.
+
+        Parameters
+        ----------
+        input : Tensor or TensorView
+            A device tensor of this session, numeric dtype, rank 1..8.
+        axis : int
+            The axis, in ``[-ndim, ndim)``.
+        reverse : bool
+            Accumulate from the last element of the axis to the first.
+
+        Returns
+        -------
+        Tensor
+            The input's shape and dtype: element j is the sum of elements 0..j (j..n-1 when
+            ``reverse``). Integers wrap; float16/bfloat16 accumulate in float32 and each
+            result is rounded once; the same input gives the same bits every run.
+
+        Raises
+        ------
+        ValidationError
+            ``axis`` not an int or out of range (rank 0 has no axis); ``reverse`` not a
+            bool; rank > 8.
+        UnsupportedDTypeError
+            bool input.
+        RuntimeStateError
+            ``input`` is not resident on this session's device; closed session.
+        """
+        ...
+
+    def cumsum_read(self, input: Tensor | TensorView, axis: int, reverse: bool = ...) -> Tensor:
+        """``cumsum`` of an owned tensor or a borrowed view.
+        """
+        ...
+
+    def cumprod(self, input: Tensor | TensorView, axis: int, reverse: bool = ...) -> Tensor:
+        """Cumulative product along ``axis``; like ``cumsum`` (numeric dtypes, not bool).
+        """
+        ...
+
+    def cumprod_read(self, input: Tensor | TensorView, axis: int, reverse: bool = ...) -> Tensor:
+        """``cumprod`` of an owned tensor or a borrowed view.
+        """
+        ...
+
+    def cummax(self, input: Tensor | TensorView, axis: int, reverse: bool = ...) -> Tensor:
+        """Cumulative maximum along ``axis``; like ``cumsum`` for integer and real float
+        dtypes (bool and complex raise ``UnsupportedDTypeError``). NaN propagates: every
+        element from the first NaN on is NaN.
+        """
+        ...
+
+    def cummax_read(self, input: Tensor | TensorView, axis: int, reverse: bool = ...) -> Tensor:
+        """``cummax`` of an owned tensor or a borrowed view.
+        """
+        ...
+
+    def cummin(self, input: Tensor | TensorView, axis: int, reverse: bool = ...) -> Tensor:
+        """Cumulative minimum along ``axis``; NaN propagates (see ``cummax``).
+        """
+        ...
+
+    def cummin_read(self, input: Tensor | TensorView, axis: int, reverse: bool = ...) -> Tensor:
+        """``cummin`` of an owned tensor or a borrowed view.
+        """
+        ...
+
     # --- blas1 ---------------------------------------------------------------------------
 
     def vdot_read(self, lhs: Tensor | TensorView, rhs: Tensor | TensorView) -> Tensor:
@@ -5183,26 +5293,32 @@ class SessionOps:
 
     # --- interop -------------------------------------------------------------------------
 
-    def from_dlpack(self, obj: object) -> Tensor | TensorView:
+    def from_dlpack(self, obj: object, stream: object = ...) -> Tensor | TensorView:
         """Adopt a GPU array through DLPack without copying.
 
         Parameters
         ----------
         obj : object
             An object with ``__dlpack__`` (a PyTorch, CuPy or JAX array, a tenferro
-            device tensor) on this session's device, or a DLPack capsule. A capsule
-            carries no stream: its producer must have finished writing it.
+            device tensor) on this session's device, or a DLPack capsule.
+        stream : int, object with ``__cuda_stream__``, or None
+            None: the producer orders its pending work before the session stream (a bare
+            capsule is taken as finished). A stream (a handle, or an object with
+            ``__cuda_stream__`` such as this session's ``stream``, a PyTorch, CuPy or
+            cuda.core stream): the producer's data was written on it, and the session
+            stream waits for it. ``-1``: no ordering at all (the data is ready).
 
         Returns
         -------
         Tensor or TensorView
             A tensor (compact arrays) or a view (other strides) sharing the memory; the
             producer stays alive as long as it does. Two adoptions of one array are two
-            tensors over the same memory (the alias rule compares addresses).
+            tensors over the same memory (the alias rule compares addresses). A capsule
+            flagged read-only gives a tensor that no op accepts as an output.
         """
         ...
 
-    def from_cuda_array_interface(self, obj: object) -> Tensor | TensorView:
+    def from_cuda_array_interface(self, obj: object, stream: object = ...) -> Tensor | TensorView:
         """Adopt a GPU array through the CUDA Array Interface (v0-v3) without copying.
 
         Parameters
@@ -5210,11 +5326,16 @@ class SessionOps:
         obj : object
             An object exposing ``__cuda_array_interface__`` (kept alive while the result
             is), or the interface dict itself (then the caller keeps the producer alive).
-            A ``stream`` entry is ordered before the session stream with an event.
+        stream : int, object with ``__cuda_stream__``, or None
+            None: the dict's ``stream`` entry (v3) is waited for, no entry means no
+            ordering. A stream (a handle or an object with ``__cuda_stream__``): the
+            data was written on it and the session stream waits for it instead. ``-1``:
+            no ordering.
 
         Returns
         -------
         Tensor or TensorView
-            A tensor (compact arrays) or a view (other strides) sharing the memory.
+            A tensor (compact arrays) or a view (other strides) sharing the memory;
+            read-only when the interface says so (``data[1]``).
         """
         ...

@@ -1,7 +1,8 @@
 """The CUDA Array Interface (version 3): export and import helpers.
 
 Export (``export_interface``, behind ``Tensor.__cuda_array_interface__``):
-- ``data`` is (address of element (0, ..., 0), False); 0 for an empty tensor.
+- ``data`` is (address of element (0, ..., 0), read_only); 0 for an empty tensor;
+  read_only is True only for memory adopted read-only.
 - ``strides`` is None for compact row-major tensors, else byte strides (maybe negative).
 - ``stream`` is the handle (an int) of the stream the tensor's work is enqueued on; the
   consumer orders itself after it (CAI v3). No lifetime management: the consumer keeps a
@@ -12,19 +13,22 @@ Export (``export_interface``, behind ``Tensor.__cuda_array_interface__``):
 Import (``parse_interface``, used by ``session.from_cuda_array_interface``): validates the
 dict (version, shape, typestr, data, strides, mask, stream) before anything happens and
 returns a ``CAIInfo`` with strides converted to elements (byte strides that are not a
-multiple of the item size raise ValidationError).
+multiple of the item size raise ValidationError). The usual dict (ints, a known typestr)
+is read by one pass of type checks; anything else takes the checks that name the fault.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from typing import NamedTuple
 
+from .dlpack import release_function
 from .dtypes import DType
 from .errors import RuntimeStateError, UnsupportedDTypeError, UnsupportedError, ValidationError
 from .tensor import is_row_major
 
-__all__ = ["typestr", "dtype_from_typestr", "export_interface", "parse_interface", "CAIInfo"]
+__all__ = ["typestr", "dtype_from_typestr", "export_interface", "parse_interface", "CAIInfo",
+           "interface_of", "HeldProducer"]
 
 _TYPESTR: dict[DType, str] = {
     DType.BOOL: "|b1", DType.INT8: "|i1", DType.UINT8: "|u1", DType.INT32: "<i4",
@@ -33,6 +37,9 @@ _TYPESTR: dict[DType, str] = {
 }
 _FROM_KIND = {(s[1], int(s[2:])): d for d, s in _TYPESTR.items()}
 _TYPESTR_RE = re.compile(r"^([<>|=])([a-zA-Z])(\d+)$")
+# every spelling the regular path accepts, looked up directly (">i1" too: one byte)
+_KNOWN = {o + s[1:]: d for d, s in _TYPESTR.items() for o in "<|="}
+_KNOWN.update({">" + s[1:]: d for d, s in _TYPESTR.items() if d.itemsize == 1})
 
 
 def typestr(dtype: DType, op: str = "__cuda_array_interface__") -> str:
@@ -61,34 +68,43 @@ def dtype_from_typestr(text: object, op: str = "from_cuda_array_interface") -> D
     return dtype
 
 
+_f = None  # the _foreign module, bound on first use (it imports the driver)
+
+
 def export_interface(tensor) -> dict:
     """``__cuda_array_interface__`` (version 3) of a device tensor or view."""
+    global _f
     op = "__cuda_array_interface__"
     buf = tensor.base.buffer
     if buf is None:
         raise AttributeError("a host tensor has no __cuda_array_interface__ "
                              "(tensor.numpy() gives the host data)")
-    if buf.freed:
+    if buf.home is None:
         raise RuntimeStateError("a reclaimed tensor has no device memory to share", op=op)
-    ts = typestr(tensor.dtype, op)
-    item = tensor.dtype.itemsize
-    from ._foreign import export_home
+    dtype = tensor.dtype
+    ts = _TYPESTR.get(dtype) or typestr(dtype, op)
+    if _f is None:
+        from . import _foreign
 
-    export_home(buf, op)  # enqueue pending work of this thread before handing out the stream
-    compact = tensor.size == 0 or is_row_major(tensor.shape, tensor.strides)
+        _f = _foreign
+    _f.export_context(buf, op)  # enqueue pending work of this thread before the stream
+    shape, strides = tensor.shape, tensor.strides
+    empty = 0 in shape
+    owner = buf.owner
     return {
-        "shape": tuple(tensor.shape),
+        "shape": shape,
         "typestr": ts,
         "descr": [("", ts)],
-        "data": (tensor.data_ptr() if tensor.size else 0, False),
-        "strides": None if compact else tuple(s * item for s in tensor.strides),
+        "data": (0 if empty else buf.ptr + tensor.offset * dtype.itemsize,
+                 owner is not None and getattr(owner, "readonly", False) is True),
+        "strides": None if empty or is_row_major(shape, strides) else tuple(
+            s * dtype.itemsize for s in strides),
         "version": 3,
-        "stream": int(buf.stream),
+        "stream": int(buf.origin.stream),
     }
 
 
-@dataclass(frozen=True)
-class CAIInfo:
+class CAIInfo(NamedTuple):
     """A validated interface dict."""
 
     data: int  # address of element (0, ..., 0)
@@ -138,8 +154,46 @@ def _stream(iface: dict, version: int, op: str) -> int | None:
     return value or 1  # 0 is disallowed as ambiguous: take it as the legacy default stream
 
 
+def _plain_ints(values) -> bool:
+    for v in values:
+        if type(v) is not int:
+            return False
+    return True
+
+
 def parse_interface(iface: dict, op: str = "from_cuda_array_interface") -> CAIInfo:
     """Validate an interface dict and convert its strides to elements."""
+    get = iface.get
+    version, shape, data = get("version"), get("shape"), get("data")
+    dtype = _KNOWN.get(get("typestr"))  # type: ignore[arg-type]
+    if (type(version) is int and version >= 0 and type(shape) is tuple and dtype is not None
+            and type(data) is tuple and len(data) == 2 and type(data[0]) is int
+            and data[0] >= 0 and _plain_ints(shape) and (not shape or min(shape) >= 0)
+            and get("mask") is None):
+        raw = get("strides")
+        if raw is None:
+            strides = None
+        elif type(raw) is tuple and len(raw) == len(shape) and _plain_ints(raw):
+            strides = _element_strides(raw, dtype, op)
+        else:
+            return _parse_slowly(iface, op)
+        stream = get("stream") if version >= 3 else None
+        if stream is not None:
+            stream = _stream(iface, version, op)
+        return CAIInfo(data[0], shape, strides, dtype, bool(data[1]), stream)
+    return _parse_slowly(iface, op)
+
+
+def _element_strides(byte_strides: tuple[int, ...], dtype: DType, op: str) -> tuple[int, ...]:
+    item = dtype.itemsize
+    if any(s % item for s in byte_strides):
+        raise ValidationError(f"byte strides {byte_strides} are not multiples of the "
+                              f"item size {item} of {dtype.value}", op=op)
+    return tuple(s // item for s in byte_strides)
+
+
+def _parse_slowly(iface: dict, op: str) -> CAIInfo:
+    """``parse_interface`` for dicts off the usual path: every check, in order."""
     version = _field(iface, "version", op)
     if isinstance(version, bool) or not isinstance(version, int) or version < 0:
         raise ValidationError(f"version must be an int >= 0 (got {version!r})", op=op)
@@ -160,36 +214,32 @@ def parse_interface(iface: dict, op: str = "from_cuda_array_interface") -> CAIIn
         if len(byte_strides) != len(shape):
             raise ValidationError(f"{len(shape)} extents but {len(byte_strides)} strides",
                                   op=op, kind="rank_mismatch")
-        item = dtype.itemsize
-        if any(s % item for s in byte_strides):
-            raise ValidationError(f"byte strides {byte_strides} are not multiples of the "
-                                  f"item size {item} of {dtype.value}", op=op)
-        strides = tuple(s // item for s in byte_strides)
-    return CAIInfo(data=int(data[0]), shape=shape, strides=strides, dtype=dtype,
-                   readonly=bool(data[1]), stream=_stream(iface, version, op))
+        strides = _element_strides(byte_strides, dtype, op)
+    return CAIInfo(int(data[0]), shape, strides, dtype, bool(data[1]),
+                   _stream(iface, version, op))
 
 
 class HeldProducer:
     """Keeps the object that exposed a CUDA Array Interface alive while its memory is
     adopted; dropped only once ``stream`` has finished the work enqueued so far."""
 
-    __slots__ = ("_obj", "stream", "home", "__weakref__")
+    __slots__ = ("_obj", "stream", "home", "readonly", "__weakref__")
 
-    def __init__(self, obj: object, stream=None, home=None) -> None:
+    def __init__(self, obj: object, stream=None, home=None, readonly: bool = False) -> None:
         self._obj = obj
         self.stream = stream
         self.home = home  # the runtime owning ``stream`` (see _foreign)
+        self.readonly = readonly  # the interface said data[1] = True
 
     def __del__(self) -> None:
         obj, self._obj = self._obj, None
         if obj is None:
             return
         try:
-            from ._foreign import release_when_idle
-
-            def drop(held: object = obj) -> None:
-                del held  # the last reference goes with this function
-
-            release_when_idle(self.stream, drop, self.home)
+            release_function()(self.stream, _drop, obj, self.home)
         except Exception:  # noqa: BLE001 - a finalizer never raises
             pass
+
+
+def _drop(obj: object) -> None:
+    """The release of a held producer: its last reference goes with the call's argument."""

@@ -1,46 +1,45 @@
-"""DLPack 1.x: ctypes mirrors of ``dlpack.h``, the dtype mapping, capsules both ways.
+"""DLPack 1.x: the layouts of ``dlpack.h``, the dtype table, and capsules read on import.
 
-Export (``_dlpack_export.export_capsule``, behind ``Tensor.__dlpack__``):
-- ``max_version`` None or below (1, 0): a legacy ``"dltensor"`` capsule (DLManagedTensor);
-  otherwise ``"dltensor_versioned"`` (DLManagedTensorVersioned, version 1.x, flags 0).
-- ``data`` is the address of element (0, ..., 0) and ``byte_offset`` is 0 (what PyTorch and
-  CuPy produce and expect); shape and element strides (maybe negative) are always given.
-- ``stream=S`` (None: the legacy default stream 1; -1: no synchronization): S waits on an
-  event recorded on the tensor's stream before the capsule is returned.
-- ``copy=True`` and a ``dl_device`` other than the tensor's raise BufferError (we never copy).
-- The DLManagedTensor and its shape/strides arrays live until the consumer calls the
-  deleter, or until the capsule dies unconsumed (its destructor calls the deleter then).
-  The deleter acts once: it makes the tensor's stream wait for S (so the memory is not
-  reused under the consumer's kernels), drops the reference to the tensor, never raises.
+The ctypes Structures mirror the header (a test checks sizes and offsets against it). The
+hot paths read and write the same bytes with precompiled ``struct`` layouts instead
+(``VERSIONED``, ``LEGACY``: one call per header, one per shape or strides array), which
+costs a fraction of a Structure's attribute walk; a test checks that both agree.
 
 Import (``parse_capsule`` then ``consume``, used by ``session.from_dlpack``):
-- ``parse_capsule`` validates name, version, dtype and shape before anything changes; a
-  rejected capsule stays with its producer, whose destructor frees it.
-- ``consume`` renames the capsule ``used_*`` and returns a ``ForeignOwner`` whose ``__del__``
-  calls the producer's deleter exactly once, when our stream is done (see ``_foreign``).
-
-ctypes callbacks take the GIL. CPython cannot hand a pending exception through a ctypes
-callback (a consumer that failed and then dropped our capsule): the callbacks clear it
-first, do their work, and print it to stderr.
+- ``parse_capsule`` validates the name (``dltensor_versioned`` or ``dltensor``; a
+  ``used_*`` name means consumed already: ValidationError), the major version, dtype,
+  lanes, ndim and shape before anything changes. A rejected capsule stays with its
+  producer, whose destructor frees it; only an unknown major version calls the deleter
+  (the header is all a consumer may read then).
+- ``consume`` renames the capsule ``used_*`` (so nobody can take it twice) and returns a
+  ``ForeignOwner`` whose ``__del__`` calls the producer's deleter exactly once, when our
+  stream has finished the work enqueued so far (``_foreign.release_when_idle``).
+- ``byte_offset`` is added to ``data``; the flags are kept (``READ_ONLY`` makes the
+  adopted tensor read-only: ``exec/aliasing.check_writable``).
 """
 
 from __future__ import annotations
 
 import ctypes
 import enum
-from dataclasses import dataclass
+import struct
+import sys
+from typing import NamedTuple
 
 from .dtypes import DType
 from .errors import RuntimeStateError, UnsupportedDTypeError, ValidationError
 
-__all__ = ["DLPACK_VERSION", "DLDeviceType", "DLDataTypeCode", "DLPackVersion", "DLDevice",
-           "DLDataType", "DLTensor", "DLManagedTensor", "DLManagedTensorVersioned",
-           "to_dl_dtype", "from_dl_dtype", "check_device", "dlpack_device", "parse_capsule",
-           "consume", "request_capsule", "ForeignOwner", "DLPackInfo"]
+__all__ = ["DLPACK_VERSION", "FLAG_READ_ONLY", "FLAG_IS_COPIED", "MAX_NDIM", "DLDeviceType",
+           "DLDataTypeCode", "DLPackVersion", "DLDevice", "DLDataType", "DLTensor",
+           "DLManagedTensor", "DLManagedTensorVersioned", "VERSIONED", "LEGACY", "to_dl_dtype",
+           "from_dl_dtype", "check_device", "parse_capsule", "consume", "ForeignOwner",
+           "DLPackInfo", "CAPSULE_TYPE", "ints_at", "read_capsule", "MEMORY", "dl_code_bits",
+           "deleter_function", "release_function"]
 
 DLPACK_VERSION = (1, 1)
-FLAG_READ_ONLY = 1 << 0
+FLAG_READ_ONLY = 1 << 0  # read_capsule tests the bit as ``flags & 1``
 FLAG_IS_COPIED = 1 << 1
+MAX_NDIM = 64  # numpy's limit; a larger ndim is a malformed header, not a real array
 
 
 class DLDeviceType(enum.IntEnum):
@@ -103,6 +102,25 @@ class DLManagedTensorVersioned(ctypes.Structure):
                 ("deleter", DELETER), ("flags", ctypes.c_uint64), ("dl_tensor", DLTensor)]
 
 
+# DLTensor: data, device (type, id), ndim, dtype (code, bits, lanes), shape, strides,
+# byte_offset. Little-endian with the header's natural alignment (no padding needed).
+TENSOR_LAYOUT = "QiiiBBHQQQ"
+# version (major, minor), manager_ctx, deleter, flags, DLTensor
+VERSIONED = struct.Struct("<IIQQQ" + TENSOR_LAYOUT)
+# DLTensor, manager_ctx, deleter
+LEGACY = struct.Struct("<" + TENSOR_LAYOUT + "QQ")
+_INTS = [struct.Struct(f"<{n}q") for n in range(MAX_NDIM + 1)]
+# The process's memory as one read-only buffer: ``layout.unpack_from(MEMORY, address)``
+# reads a header in one call, without making a ctypes object per read (which would cost
+# more than the read). Like any ctypes read, the address must be valid.
+MEMORY = memoryview((ctypes.c_char * sys.maxsize).from_address(0)).toreadonly()
+
+
+def ints_at(address: int, n: int) -> tuple[int, ...]:
+    """The ``n`` int64 values stored at ``address`` (n <= MAX_NDIM)."""
+    return _INTS[n].unpack_from(MEMORY, address)
+
+
 # --- dtypes and devices ----------------------------------------------------------------
 
 _C = DLDataTypeCode
@@ -113,7 +131,8 @@ _TO_DL: dict[DType, tuple[int, int]] = {
     DType.FLOAT32: (_C.kDLFloat, 32), DType.FLOAT64: (_C.kDLFloat, 64),
     DType.COMPLEX64: (_C.kDLComplex, 64), DType.COMPLEX128: (_C.kDLComplex, 128),
 }
-_FROM_DL = {v: k for k, v in _TO_DL.items()}
+# (code, bits, lanes) -> DType, with plain ints as keys (what the struct reads give)
+_FROM_DL = {(int(c), b, 1): d for d, (c, b) in _TO_DL.items()}
 
 
 def to_dl_dtype(dtype: DType) -> DLDataType:
@@ -122,10 +141,16 @@ def to_dl_dtype(dtype: DType) -> DLDataType:
     return DLDataType(code, bits, 1)
 
 
+def dl_code_bits(dtype: DType) -> tuple[int, int]:
+    """(code, bits) of ``dtype`` as plain ints (lanes are 1)."""
+    code, bits = _TO_DL[dtype]
+    return int(code), bits
+
+
 def from_dl_dtype(code: int, bits: int, lanes: int, op: str = "from_dlpack") -> DType:
     """The DType of a DLDataType; UnsupportedDTypeError for anything outside our 11."""
-    dtype = _FROM_DL.get((int(code), int(bits)))
-    if dtype is None or lanes != 1:
+    dtype = _FROM_DL.get((int(code), int(bits), int(lanes)))
+    if dtype is None:
         try:
             name = DLDataTypeCode(code).name
         except ValueError:
@@ -157,6 +182,8 @@ def check_device(device, ordinal: int, op: str = "from_dlpack") -> None:
     except (TypeError, ValueError, IndexError):
         raise ValidationError(f"__dlpack_device__ must give (device_type, device_id) "
                               f"(got {device!r})", op=op) from None
+    if dev_type == DLDeviceType.kDLCUDA and dev_id == ordinal:
+        return
     if dev_type in _HOST_DEVICES:
         raise ValidationError(
             f"the array lives in host memory ({_device_name(dev_type)}); {op} adopts GPU "
@@ -166,17 +193,8 @@ def check_device(device, ordinal: int, op: str = "from_dlpack") -> None:
     if dev_type != DLDeviceType.kDLCUDA:
         raise ValidationError(f"the array is on a {_device_name(dev_type)} device, not a "
                               f"CUDA device", op=op)
-    if dev_id != ordinal:
-        raise RuntimeStateError(f"the array is on CUDA device {dev_id}; this session runs "
-                                f"on CUDA device {ordinal}", op=op)
-
-
-def dlpack_device(tensor) -> tuple[DLDeviceType, int]:
-    """``__dlpack_device__``: (kDLCUDA, ordinal) for device tensors, (kDLCPU, 0) on host."""
-    buf = tensor.base.buffer
-    if buf is None:
-        return DLDeviceType.kDLCPU, 0
-    return DLDeviceType.kDLCUDA, int(buf.ordinal)
+    raise RuntimeStateError(f"the array is on CUDA device {dev_id}; this session runs "
+                            f"on CUDA device {ordinal}", op=op)
 
 
 # --- Python C-API entry points (private prototypes; ctypes.pythonapi is left untouched) --
@@ -187,8 +205,8 @@ def _proto(name: str, restype, *argtypes):
 
 _vp = ctypes.c_void_p
 _capsule_new = _proto("PyCapsule_New", ctypes.py_object, _vp, _vp, _vp)
-_capsule_is_valid = _proto("PyCapsule_IsValid", ctypes.c_int, ctypes.py_object, ctypes.c_char_p)
 _capsule_get_pointer = _proto("PyCapsule_GetPointer", _vp, ctypes.py_object, ctypes.c_char_p)
+_capsule_get_name = _proto("PyCapsule_GetName", ctypes.c_char_p, ctypes.py_object)
 _capsule_set_name = _proto("PyCapsule_SetName", ctypes.c_int, ctypes.py_object, _vp)
 # Inside a capsule destructor the object is being deallocated: only raw addresses, no refs.
 _raw_capsule_name = _proto("PyCapsule_GetName", _vp, _vp)
@@ -206,12 +224,14 @@ _NAME_V = ctypes.create_string_buffer(b"dltensor_versioned")
 _USED = ctypes.create_string_buffer(b"used_dltensor")
 _USED_V = ctypes.create_string_buffer(b"used_dltensor_versioned")
 _OURS = (ctypes.addressof(_NAME), ctypes.addressof(_NAME_V))
+_USED_ADDRESS = (ctypes.addressof(_USED), ctypes.addressof(_USED_V))
+_NAME_B, _NAME_V_B = _NAME.value, _NAME_V.value
+CAPSULE_TYPE = type(_capsule_new(ctypes.addressof(_NAME), ctypes.addressof(_NAME), None))
 
 
 # --- import ----------------------------------------------------------------------------
 
-@dataclass(frozen=True)
-class DLPackInfo:
+class DLPackInfo(NamedTuple):
     """A received capsule, read and validated but not yet taken over."""
 
     data: int  # address of element (0, ..., 0): data + byte_offset
@@ -222,103 +242,141 @@ class DLPackInfo:
     versioned: bool
     readonly: bool
     managed: int  # address of the DLManagedTensor[Versioned]
+    flags: int = 0
+    deleter: int = 0  # address of the producer's deleter (0: none)
 
 
-def request_capsule(obj, stream: int, op: str = "from_dlpack"):
-    """Call the producer's ``__dlpack__`` asking it to order itself before ``stream``."""
-    method = getattr(obj, "__dlpack__", None)
-    if method is None:
-        raise ValidationError(f"expected an object with __dlpack__ (a PyTorch, CuPy or JAX "
-                              f"GPU array) or a DLPack capsule, got {type(obj).__name__}",
-                              op=op)
+def _unusable(capsule, op: str) -> ValidationError:
+    """The error for a capsule with neither DLPack name (consumed, or not DLPack)."""
+    if type(capsule) is not CAPSULE_TYPE:
+        return ValidationError(f"__dlpack__ returned {type(capsule).__name__}, not a "
+                               f"capsule", op=op)
+    name = _capsule_get_name(capsule)
+    if name in (_USED.value, _USED_V.value):
+        return ValidationError("this DLPack capsule was consumed already (a capsule can be "
+                               "taken once)", op=op)
+    return ValidationError(f"not a DLPack capsule (its name is {name!r}, neither "
+                           f"'dltensor' nor 'dltensor_versioned')", op=op)
+
+
+def read_capsule(capsule, op: str = "from_dlpack") -> tuple:
+    """``parse_capsule`` as a plain tuple, in ``DLPackInfo``'s field order (the hot path)."""
+    if type(capsule) is not CAPSULE_TYPE:
+        raise _unusable(capsule, op)
     try:
+        address = _capsule_get_pointer(capsule, _NAME_V_B)
+    except ValueError:  # not "dltensor_versioned" (PyCapsule_GetPointer sets ValueError)
+        address = 0
+    if address:
+        versioned = True
+        (major, minor, _, deleter, flags, data, dev_type, dev_id, ndim, code, bits, lanes,
+         shape_p, strides_p, offset) = VERSIONED.unpack_from(MEMORY, address)
+        if major != 1:
+            consume(capsule, address, True)  # the header: call the deleter, read nothing else
+            raise ValidationError(f"DLPack version {major}.{minor} is not supported "
+                                  f"(major version {DLPACK_VERSION[0]} expected)", op=op)
+    else:
         try:
-            return method(stream=stream, max_version=DLPACK_VERSION, copy=False)
-        except TypeError:  # a producer older than DLPack 1.0 / array API 2023.12
-            return method(stream=stream)
-    except BufferError as exc:
-        raise ValidationError(f"the producer cannot export this array without a copy or "
-                              f"at all: {exc}", op=op) from exc
-
-
-def _capsule_kind(capsule, op: str) -> bool:
-    """True for a versioned capsule, False for a legacy one; ValidationError otherwise."""
-    if type(capsule).__name__ != "PyCapsule":
-        raise ValidationError(f"__dlpack__ returned {type(capsule).__name__}, not a capsule",
-                              op=op)
-    if _capsule_is_valid(capsule, _NAME_V.value):
-        return True
-    if _capsule_is_valid(capsule, _NAME.value):
-        return False
-    if _capsule_is_valid(capsule, _USED_V.value) or _capsule_is_valid(capsule, _USED.value):
-        raise ValidationError("this DLPack capsule was consumed already (a capsule can be "
-                              "taken once)", op=op)
-    raise ValidationError("not a DLPack capsule (its name is neither 'dltensor' nor "
-                          "'dltensor_versioned')", op=op)
+            address = _capsule_get_pointer(capsule, _NAME_B)
+        except ValueError:
+            raise _unusable(capsule, op) from None
+        versioned, flags = False, 0
+        (data, dev_type, dev_id, ndim, code, bits, lanes, shape_p, strides_p, offset, _,
+         deleter) = LEGACY.unpack_from(MEMORY, address)
+    dtype = _FROM_DL.get((code, bits, lanes))
+    if dtype is None:
+        from_dl_dtype(code, bits, lanes, op)  # raises the precise error
+    if ndim:
+        if not 0 < ndim <= MAX_NDIM or not shape_p:
+            raise ValidationError(f"malformed DLTensor (ndim {ndim}, shape pointer "
+                                  f"{'set' if shape_p else 'NULL'}; ndim must be in "
+                                  f"[0, {MAX_NDIM}])", op=op)
+        layout = _INTS[ndim]
+        shape = layout.unpack_from(MEMORY, shape_p)
+        if min(shape) < 0:
+            raise ValidationError(f"DLTensor shape {shape} has a negative extent", op=op)
+        strides = layout.unpack_from(MEMORY, strides_p) if strides_p else None
+    else:
+        shape, strides = (), None
+    return (data + offset, shape, strides, dtype, (dev_type, dev_id), versioned,
+            flags & 1 != 0, address, flags, deleter)
 
 
 def parse_capsule(capsule, op: str = "from_dlpack") -> DLPackInfo:
     """Read and validate a capsule without taking it over (see the module doc)."""
-    versioned = _capsule_kind(capsule, op)
-    address = _capsule_get_pointer(capsule, (_NAME_V if versioned else _NAME).value)
-    flags = 0
-    if versioned:
-        managed = DLManagedTensorVersioned.from_address(address)
-        if managed.version.major != DLPACK_VERSION[0]:
-            major, minor = managed.version.major, managed.version.minor
-            consume(capsule, address, True)  # the header: call the deleter, read nothing else
-            raise ValidationError(f"DLPack version {major}.{minor} is not supported "
-                                  f"(major version {DLPACK_VERSION[0]} expected)", op=op)
-        flags = managed.flags
-        dl = managed.dl_tensor
-    else:
-        dl = DLManagedTensor.from_address(address).dl_tensor
-    ndim = dl.ndim
-    if ndim < 0 or (ndim and not dl.shape):
-        raise ValidationError(f"malformed DLTensor (ndim {ndim}, shape pointer "
-                              f"{'set' if dl.shape else 'NULL'})", op=op)
-    dtype = from_dl_dtype(dl.dtype.code, dl.dtype.bits, dl.dtype.lanes, op)
-    shape = tuple(int(dl.shape[i]) for i in range(ndim))
-    if any(s < 0 for s in shape):
-        raise ValidationError(f"DLTensor shape {shape} has a negative extent", op=op)
-    strides = tuple(int(dl.strides[i]) for i in range(ndim)) if dl.strides else None
-    return DLPackInfo(
-        data=(dl.data or 0) + int(dl.byte_offset), shape=shape, strides=strides, dtype=dtype,
-        device=(int(dl.device.device_type), int(dl.device.device_id)), versioned=versioned,
-        readonly=bool(flags & FLAG_READ_ONLY), managed=address)
+    return DLPackInfo(*read_capsule(capsule, op))
+
+
+_DELETERS: dict[int, object] = {}  # deleter address -> its ctypes function (a few per producer)
+
+
+def deleter_function(address: int):
+    """The callable ctypes function of a deleter address (None for NULL)."""
+    if not address:
+        return None
+    fn = _DELETERS.get(address)
+    if fn is None:
+        if len(_DELETERS) >= 256:
+            _DELETERS.clear()
+        fn = _DELETERS[address] = DELETER(address)
+    return fn
+
+
+_release = None  # _foreign.release_when_idle, bound on first use (it imports the driver)
+
+
+def release_function():
+    """``_foreign.release_when_idle`` (imported on first use: it imports the driver)."""
+    global _release
+    if _release is None:
+        from ._foreign import release_when_idle
+
+        _release = release_when_idle
+    return _release
 
 
 class ForeignOwner:
     """Keeps a DLPack producer's memory alive. ``__del__`` calls the producer's deleter
     exactly once, after ``stream`` has finished the work enqueued so far on it."""
 
-    __slots__ = ("_managed", "_deleter", "stream", "home", "__weakref__")
+    __slots__ = ("_managed", "_deleter", "stream", "home", "readonly", "__weakref__")
 
-    def __init__(self, managed: int, deleter, stream=None, home=None) -> None:
+    def __init__(self, managed: int, deleter, stream=None, home=None,
+                 readonly: bool = False) -> None:
         self._managed = managed
         self._deleter = deleter
         self.stream = stream
         self.home = home  # the runtime owning ``stream`` (see _foreign)
+        self.readonly = readonly  # the producer marked the memory read-only
 
     def __del__(self) -> None:
         deleter, self._deleter = self._deleter, None
         if not deleter:
             return
-        managed = self._managed
         try:
-            from ._foreign import release_when_idle
-
-            release_when_idle(self.stream, lambda: deleter(managed), self.home)
+            (_release or release_function())(self.stream, deleter, self._managed, self.home)
         except Exception:  # noqa: BLE001 - a finalizer never raises
             pass
 
 
-def consume(capsule, managed: int, versioned: bool, stream=None,
-            home=None) -> ForeignOwner:
+def consume(capsule, managed: int | DLPackInfo, versioned: bool | None = None, stream=None,
+            home=None, deleter: int | None = None, readonly: bool = False) -> ForeignOwner:
     """Take ownership of a parsed capsule: rename it ``used_*``; the owner calls the
-    deleter (a NULL deleter means the producer needs no call)."""
-    used = _USED_V if versioned else _USED
-    if _capsule_set_name(capsule, ctypes.addressof(used)) != 0:
+    deleter (a NULL deleter means the producer needs no call). ``managed`` is the
+    ``DLPackInfo``, or the address of the managed tensor (with ``versioned``, and the
+    ``deleter`` address when the caller has read it)."""
+    if type(managed) is int and deleter is not None:  # the hot path (from_dlpack)
+        address = managed
+    elif isinstance(managed, DLPackInfo):
+        address, versioned, readonly, deleter = (managed.managed, managed.versioned,
+                                                 managed.readonly, managed.deleter)
+    else:
+        address = managed
+        header = (VERSIONED if versioned else LEGACY).unpack_from(MEMORY, address)
+        deleter = header[3] if versioned else header[-1]
+    if _capsule_set_name(capsule, _USED_ADDRESS[1 if versioned else 0]) != 0:
         raise ValidationError("could not mark the DLPack capsule as used", op="from_dlpack")
-    struct = DLManagedTensorVersioned if versioned else DLManagedTensor
-    return ForeignOwner(managed, struct.from_address(managed).deleter, stream, home)
+    function = _DELETERS.get(deleter) if deleter else None  # type: ignore[arg-type]
+    if function is None and deleter:
+        function = deleter_function(deleter)  # type: ignore[arg-type]
+    return ForeignOwner(address, function, stream, home, readonly)

@@ -15,6 +15,7 @@ from typing import Any
 
 from .dtypes import DType
 from .errors import UnsupportedDTypeError, ValidationError
+from .exec.aliasing import check_writable
 from .exec.authority import Authority, Scope
 from .exec.context import ExecContext
 from .exec.residency import resident
@@ -87,6 +88,7 @@ class KernelSession(Authority):
         """out[...] *= factor in place (numeric dtypes; factor of out's dtype)."""
         ctx = self._check()
         resident(ctx, out, self.op, "out")
+        check_writable(out, self.op)
         if not out.dtype.is_numeric:
             raise UnsupportedDTypeError("scale_tensor_write needs a numeric dtype", op=self.op)
         self._raw._device(storage.scale, ctx, out, factor, self.op)

@@ -23,6 +23,7 @@ from . import _driver
 from .dtypes import DType, as_dtype
 from .errors import ValidationError
 from .exec import entry, guard
+from .exec.aliasing import check_writable
 from .exec.authority import Authority, Scope
 from .exec.context import ExecContext
 from .exec.residency import resident
@@ -144,12 +145,17 @@ class _Lent(Authority):
 
 
 class StreamHandle(_Lent):
-    """The session stream, borrowed: do not retain, destroy or synchronize it elsewhere."""
+    """The session stream, borrowed: do not retain, destroy or synchronize it elsewhere.
+
+    It speaks cuda.core's stream protocol: ``__cuda_stream__()`` returns ``(0, handle)``,
+    so ``cuda.core``'s ``Device().create_stream(s.stream)``, and every tenferro API that
+    takes a stream (``__dlpack__(stream=...)``, ``from_dlpack(..., stream=...)``), accept
+    it; ``int(h)`` is the raw handle (``torch.cuda.ExternalStream(int(h))``)."""
 
     __slots__ = ("_stream",)
 
-    def __init__(self, stream, scope: Scope) -> None:
-        self._stream, self._scope, self._what = stream, scope, "stream handle"
+    def __init__(self, stream, scope: Scope, what: str = "stream handle") -> None:
+        self._stream, self._scope, self._what = stream, scope, what
 
     @property
     def handle(self) -> int:
@@ -158,6 +164,22 @@ class StreamHandle(_Lent):
 
     def __int__(self) -> int:
         return self.handle
+
+    def __cuda_stream__(self) -> tuple[int, int]:
+        """The CUDA stream protocol (version 0): ``(0, handle)``."""
+        self._check()
+        return 0, int(self._stream)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, StreamHandle):
+            return int(self._stream) == int(other._stream)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(int(self._stream))
+
+    def __repr__(self) -> str:
+        return f"<StreamHandle 0x{int(self._stream):x} ({self._what})>"
 
     def cu_stream(self):
         self._check()
@@ -244,8 +266,9 @@ class RawSession(Authority):
                              self._scope)
 
     def tensor_mut(self, t: _Strided) -> DevicePointer:
-        """``tensor(t)`` for writing."""
+        """``tensor(t)`` for writing (ValidationError for read-only memory)."""
         p = self.tensor(t)
+        check_writable(t, self.op, "tensor_mut")
         return DevicePointer(p._address, p.nbytes, True, self._scope)
 
     def alloc_output(self, dtype: DType | str, shape: Sequence[int]) -> Tensor:

@@ -32,6 +32,7 @@ from .exec.context import ExecContext
 from .exec.guard import ScopeGuard
 from .exec.residency import resident
 from .graph import CaptureScope
+from .raw import StreamHandle
 from .runtime import (
     AllocationDomainId,
     CudaDeviceInfo,
@@ -104,6 +105,14 @@ class CudaExecSession(SessionOps, Authority):
     def stream_handle(self) -> int:
         """The raw CUstream value of the session stream (for timing and interop)."""
         return int(entry.check(self, "stream_handle").stream)
+
+    @property
+    def stream(self) -> StreamHandle:
+        """The session stream as a stream object (``__cuda_stream__`` protocol, ``int()``),
+        valid on this thread while the session is open; pass it to cuda.core, to every
+        tenferro API that takes a stream, or ``int(s.stream)`` to PyTorch's
+        ``torch.cuda.ExternalStream``."""
+        return StreamHandle(entry.check(self, "stream").stream, self._scope, "session stream")
 
     def memory_stats(self) -> dict:
         """Live, recycled and reserved bytes of the runtime's pool, and its limit."""

@@ -198,24 +198,20 @@ class _Strided:
             flat[self.offset:], self.shape, [s * item for s in self.strides], writeable=False
         ) if all(s >= 0 for s in self.strides) else _negative_view(flat, self)
 
-    # --- interop: DLPack and the CUDA Array Interface (tenferro_cuda/dlpack.py, cai.py) --
+    # --- interop: DLPack and the CUDA Array Interface (_dlpack_export.py, cai.py) -------
     def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
-        """A DLPack capsule over this device tensor's memory (zero-copy, stream-ordered)."""
-        from ._dlpack_export import export_capsule
-
-        return export_capsule(self, stream=stream, max_version=max_version,
-                              dl_device=dl_device, copy=copy)
+        """A DLPack capsule over this device tensor's memory (stream-ordered; see
+        docs/interop.md). ``stream``: the consumer's stream -- None or 1 (legacy default),
+        2 (per-thread default), -1 (no synchronization), a handle, or an object with
+        ``__cuda_stream__``."""
+        return (_INTEROP or _interop())[0](self, stream, max_version, dl_device, copy)
 
     def __dlpack_device__(self) -> tuple[int, int]:
-        from .dlpack import dlpack_device
-
-        return dlpack_device(self)
+        return (_INTEROP or _interop())[1](self)
 
     @property
     def __cuda_array_interface__(self) -> dict:
-        from .cai import export_interface
-
-        return export_interface(self)
+        return (_INTEROP or _interop())[2](self)
 
     # --- numpy: host tensors convert, device tensors refuse ----------------------------
     def __array__(self, dtype=None, copy=None) -> np.ndarray:
@@ -253,6 +249,17 @@ class _Strided:
             where = f"device {ordinal}" + (", reclaimed" if getattr(buf, "freed", False)
                                            else "")
         return f"{kind}(shape={self.shape}, dtype={self.dtype.value}, {where})"
+
+
+_INTEROP: list = []  # export_capsule, dlpack_device, export_interface (loaded on first use)
+
+
+def _interop() -> list:
+    from ._dlpack_export import dlpack_device, export_capsule
+    from .cai import export_interface
+
+    _INTEROP[:] = [export_capsule, dlpack_device, export_interface]
+    return _INTEROP
 
 
 def _negative_view(flat: np.ndarray, v: _Strided) -> np.ndarray:

@@ -10,6 +10,11 @@ An output may be exactly the same view as an input (same address, dtype, shape a
 element strides) only for an elementwise op, which reads each element before writing it
 (in place). Every other overlap of an output with an input is a ``ValidationError``,
 raised before anything is written; so is an output that addresses one element twice.
+
+Read-only memory is never an output: ``check_writable`` refuses a tensor over memory
+adopted read-only (a DLPack capsule flagged ``READ_ONLY``, a CUDA Array Interface with
+``data[1]`` True; the flag lives on the buffer's owner). ``check_output`` applies it first,
+and the paths that judge overlap without ``check_output`` call it themselves.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ from ..errors import ValidationError
 from ..tensor import _Strided
 
 __all__ = ["byte_range", "overlaps", "same_view", "check_output", "self_overlapping",
-           "check_distinct_elements", "disjoint_or_same"]
+           "check_distinct_elements", "disjoint_or_same", "check_writable", "read_only"]
 
 
 def byte_range(t: _Strided) -> tuple[int, int]:
@@ -55,10 +60,26 @@ def disjoint_or_same(out_ptr: int, out_bytes: int, in_ptr: int, in_bytes: int) -
     return out_ptr == in_ptr or out_ptr + out_bytes <= in_ptr or in_ptr + in_bytes <= out_ptr
 
 
+def read_only(buffer) -> bool:
+    """Whether ``buffer`` (a DeviceBuffer) is memory adopted read-only."""
+    owner = buffer.owner
+    return owner is not None and getattr(owner, "readonly", False) is True
+
+
+def check_writable(out: _Strided, op: str, what: str = "out") -> None:
+    """Raise ValidationError when ``out`` is read-only memory (see the module doc)."""
+    buf = out.base.buffer
+    if buf is not None and buf.owner is not None and read_only(buf):
+        raise ValidationError(f"{what} is read-only: its memory was adopted from a producer "
+                              "that marked it read-only, so no op writes into it (copy it "
+                              "with to_contiguous_read first)", op=op)
+
+
 def check_output(out: _Strided, inputs: Sequence[_Strided], roles: Sequence[str], op: str,
                  in_place: bool = False, what: str = "out") -> None:
-    """Raise ValidationError when ``out`` overlaps an input (an exact in-place view is
-    allowed when ``in_place``)."""
+    """Raise ValidationError when ``out`` is read-only or overlaps an input (an exact
+    in-place view is allowed when ``in_place``)."""
+    check_writable(out, op, what)
     for x, role in zip(inputs, roles):
         if overlaps(out, x) and not (in_place and same_view(out, x)):
             allowed = (" (only an output that is exactly the same view as an input may "

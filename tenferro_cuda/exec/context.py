@@ -46,7 +46,7 @@ class ExecContext(Authority):
     __slots__ = ("runtime", "thread", "context", "context_id", "ordinal", "domain", "info",
                  "sm_count", "stream", "home", "err_word", "err_host", "launches", "memo",
                  "dot_slots", "session_open", "pending", "closed", "eager", "capture",
-                 "aux_stream", "_blas")
+                 "aux_stream", "_blas", "events")
 
     runtime: CudaRuntime
     info: CudaDeviceInfo
@@ -84,6 +84,7 @@ class ExecContext(Authority):
         self.capture: CaptureState | None = None
         self.aux_stream: Any = None  # made on first use (graph memory)
         self._blas: Blas | None = None
+        self.events: list = []  # idle ordering events of this context (_foreign.order)
 
     # --- memory --------------------------------------------------------------------------
     def alloc(self, dtype: DType, shape: tuple[int, ...], op: str) -> Tensor:
@@ -226,6 +227,9 @@ class ExecContext(Authority):
         if self._blas is not None:
             self._blas.close()
         self.err_word.release()
+        for event in self.events:
+            _driver.event_destroy(event)
+        self.events.clear()
         _driver_memory.host_free(self.err_host)
         _driver.stream_destroy(self.stream)
         if self.aux_stream is not None:

@@ -16,6 +16,8 @@ Contract (DESIGN 9):
   module) and restores the caller's context afterwards; nothing when ours is current.
 - ``foreign_call`` runs another library's code inside an op (a producer's
   ``__dlpack__``); if that code left another context on top, ours is put back on top.
+  ``foreign_call_over`` is the same for a caller that knows ours is on top (an op body):
+  one query, after the call.
 - A scope that never exits normally (an abandoned scope object, interpreter shutdown) is
   never restored later: scope objects have no finalizer that touches a context.
 """
@@ -30,7 +32,8 @@ from typing import Any, TypeVar
 from .. import _driver
 from ..errors import BackendSourceError
 
-__all__ = ["ScopeGuard", "call_pushed", "within", "foreign_call", "current_id", "stack"]
+__all__ = ["ScopeGuard", "call_pushed", "within", "foreign_call", "foreign_call_over",
+           "current_id", "stack"]
 
 R = TypeVar("R")
 current_id = _driver.current_context_id  # the calling thread's current context (0: none)
@@ -120,5 +123,17 @@ def foreign_call(fn: Callable[..., R], *args: Any) -> R:
         if current_id() != int(before):
             try:
                 _driver.ctx_set_current(before)
+            except BaseException as exc:  # noqa: BLE001 - never hide the call's outcome
+                _report(getattr(fn, "__name__", "foreign call"), exc)
+
+
+def foreign_call_over(ours: Any, ours_id: int, fn: Callable[..., R], *args: Any) -> R:
+    """``foreign_call`` when ``ours`` (``ours_id``) is current before the call."""
+    try:
+        return fn(*args)
+    finally:
+        if current_id() != ours_id:
+            try:
+                _driver.ctx_set_current(ours)
             except BaseException as exc:  # noqa: BLE001 - never hide the call's outcome
                 _report(getattr(fn, "__name__", "foreign call"), exc)

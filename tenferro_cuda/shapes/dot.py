@@ -2,10 +2,10 @@
 
 ``infer`` checks the operands against a ``DotGeneralConfig`` and returns the result
 shape ``[batch..., lhs free..., rhs free...]``. ``scalars`` checks alpha/beta against the
-operands' dtype. ``check_out`` checks a caller-owned output: exact shape and dtype, and
-no element addressed twice. All raise before anything is allocated or launched. Overlap
-of an output with an input is judged by device memory (``exec/aliasing.check_output``),
-in the ops.
+operands' dtype. ``check_out`` checks a caller-owned output: exact shape and dtype,
+writable (``exec/aliasing.check_writable``), and no element addressed twice. All raise
+before anything is allocated or launched. Overlap of an output with an input is judged by
+device memory (``exec/aliasing.check_output``), in the ops.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from typing import cast
 from ..configs.dot import DotGeneralAccumulation, DotGeneralConfig
 from ..dtypes import DType
 from ..errors import UnsupportedDTypeError, ValidationError
+from ..exec.aliasing import check_writable
 from ..tensor import _Strided
 from . import MAX_RANK
 from . import check_out as _check_out_base
@@ -158,8 +159,10 @@ def self_overlapping(shape: Sequence[int], strides: Sequence[int]) -> bool:
 
 
 def check_out(out: _Strided, shape: tuple[int, ...], dtype: DType, op: str) -> None:
-    """A caller-owned output: exact shape and dtype, no element addressed twice."""
+    """A caller-owned output: exact shape and dtype, writable, no element addressed
+    twice."""
     _check_out_base(out.shape, out.dtype, shape, dtype, op)
+    check_writable(out, op)
     if out.size and self_overlapping(out.shape, out.strides):
         raise ValidationError(f"out (shape {out.shape}, strides {out.strides}) addresses some "
                               "element more than once; it cannot be written", op=op)

@@ -205,7 +205,7 @@ def test_held_producer_released_at_once_without_stream():
     assert alive() is None
 
 
-STREAMS = [(None, 1), (1, 1), (2, 2), (0, 1), (0xDEAD00, 0xDEAD00), (-1, None)]
+STREAMS = [(None, 1), (1, 1), (2, 2), (0xDEAD00, 0xDEAD00), (-1, None)]
 
 
 @pytest.mark.parametrize("value,handle", STREAMS, ids=[repr(v) for v, _ in STREAMS])
@@ -215,8 +215,9 @@ def test_consumer_stream(value, handle):
 
 
 @pytest.mark.parametrize("value,error", [(1.0, TypeError), ("1", TypeError),
-                                         (True, TypeError), (-2, BufferError)],
-                         ids=["float", "str", "bool", "minus-two"])
+                                         (True, TypeError), (-2, BufferError),
+                                         (0, BufferError)],
+                         ids=["float", "str", "bool", "minus-two", "zero"])
 def test_consumer_stream_rejects(value, error):
     with pytest.raises(error, match="stream"):
         _foreign.consumer_stream(value, "t")
@@ -227,14 +228,14 @@ def test_release_waits_for_busy_stream(monkeypatch):
     monkeypatch.setattr(_driver, "stream_query", lambda stream: idle["value"])
     released = []
     stream = _driver.stream_handle(FAKE_STREAM)
-    _foreign.release_when_idle(stream, lambda: released.append(1))
+    _foreign.release_when_idle(stream, released.append, 1)
     assert released == [] and _foreign.parked_count() == 1
     _foreign.drain()
     assert released == [] and _foreign.parked_count() == 1
     idle["value"] = True
     _foreign.drain()
     assert released == [1] and _foreign.parked_count() == 0
-    _foreign.release_when_idle(stream, lambda: released.append(2))
+    _foreign.release_when_idle(stream, released.append, 2)
     assert released == [1, 2] and _foreign.parked_count() == 0
 
 
@@ -260,11 +261,11 @@ def test_foreign_owner_waits_for_its_stream(monkeypatch):
 
 
 def test_release_failure_is_printed_not_raised(capfd):
-    def fails():
-        raise RuntimeError("producer deleter exploded")
+    def fails(arg):
+        raise RuntimeError(f"producer deleter exploded on {arg}")
 
-    _foreign.release_when_idle(None, fails)
-    assert "producer deleter exploded" in capfd.readouterr().err
+    _foreign.release_when_idle(None, fails, "it")
+    assert "producer deleter exploded on it" in capfd.readouterr().err
 
 
 class _Home:
@@ -283,7 +284,7 @@ def test_closed_home_streams_are_never_touched(monkeypatch):
 
     monkeypatch.setattr(_driver, "stream_query", boom)
     released = []
-    _foreign.release_when_idle(_driver.stream_handle(FAKE_STREAM), lambda: released.append(1),
+    _foreign.release_when_idle(_driver.stream_handle(FAKE_STREAM), released.append, 1,
                                _Home(closed=True))
     assert released == [1]
 

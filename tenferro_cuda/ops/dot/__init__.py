@@ -36,7 +36,7 @@ from typing import Any
 
 from ...configs.dot import OVERWRITE, DotGeneralAccumulation, DotGeneralConfig
 from ...errors import ValidationError
-from ...exec.aliasing import check_output
+from ...exec.aliasing import check_output, check_writable
 from ...exec.context import ExecContext
 from ...exec.memo import BoundedCache
 from ...shapes import dot as shapes_dot
@@ -234,6 +234,8 @@ def dot_general_read_into_accum_cached(ctx: ExecContext, cache_slot: int | None,
         pa = a.ptr + lhs.offset * item
         pb = b.ptr + rhs.offset * item
         pc = c.ptr + out.offset * item
+        if c.owner is not None:  # adopted memory may be read-only (_prepare checks it)
+            check_writable(out, op)
         lo, hi = pc + slot.o_lo, pc + slot.o_hi
         if (lo < pa + slot.l_hi and pa + slot.l_lo < hi) or (
                 lo < pb + slot.r_hi and pb + slot.r_lo < hi):

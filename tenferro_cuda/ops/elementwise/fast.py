@@ -5,8 +5,9 @@ prepared launch (``Prep.contig``).
 It covers compact ``Tensor`` operands of one shape and the primary dtype, resident on the
 context (``buffer.home is prep.home``: the residency rule), fewer than ``CHUNK``
 elements, and -- for an ``_into`` form -- a compact ``Tensor`` output of the result's shape
-and dtype that shares no byte with an input or is exactly one of them (in place, same
-dtype: the alias rule for compact runs, ``aliasing.disjoint_or_same``). For such a call
+and dtype, writable (``aliasing.read_only``), that shares no byte with an input or is
+exactly one of them (in place, same dtype: the alias rule for compact runs,
+``aliasing.disjoint_or_same``). For such a call
 the general path plans one contiguous launch over the whole run; this writes that launch's
 head and launches it. Anything else returns None and the caller takes the general path,
 which validates everything and raises the typed errors. One function per arity, because
@@ -17,7 +18,7 @@ from __future__ import annotations
 
 import math
 
-from ...exec.aliasing import disjoint_or_same
+from ...exec.aliasing import disjoint_or_same, read_only
 from ...tensor import Tensor
 from .engine import Prep
 from .layout import CHUNK
@@ -33,8 +34,8 @@ def _target(p: Prep, out: object, shape: tuple[int, ...]) -> int:
     if type(out) is not Tensor or out.dtype is not p.out_dtype or out.shape != shape:
         return 0
     b = out.buffer
-    if b is None or b.home is not p.home:
-        return 0
+    if b is None or b.home is not p.home or (b.owner is not None and read_only(b)):
+        return 0  # the general path raises the precise error
     return b.ptr
 
 

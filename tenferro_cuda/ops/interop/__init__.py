@@ -1,18 +1,28 @@
 """Zero-copy adoption of foreign GPU arrays (PyTorch, CuPy, JAX, Numba, ...).
 
-``from_dlpack(obj)`` and ``from_cuda_array_interface(obj)`` return a Tensor (compact
-row-major arrays) or a TensorView over a flat base tensor (any other strides, negative
-included) whose ``DeviceBuffer`` lives in this session's allocation domain, on the session
-stream, with no pool: it is never freed by us. Its ``owner`` keeps the producer alive
-(``dlpack.ForeignOwner`` calls the DLPack deleter exactly once; ``cai.HeldProducer`` holds
-the exporting object) and lets go only when the session stream has finished the work
-enqueued so far (``_foreign.release_when_idle``). Stream order, without a host wait:
-- DLPack: the producer's ``__dlpack__(stream=<session stream>)`` makes our stream wait;
-- CAI: a ``stream`` entry gets an event recorded on it that the session stream waits on.
+``from_dlpack(obj, stream=None)`` and ``from_cuda_array_interface(obj, stream=None)``
+return a Tensor (compact row-major arrays) or a TensorView over a flat base tensor (any
+other strides, negative included) whose ``DeviceBuffer`` lives in this session's
+allocation domain, on the session stream, with no pool: it is never freed by us. Its
+``owner`` keeps the producer alive (``dlpack.ForeignOwner`` calls the DLPack deleter
+exactly once; ``cai.HeldProducer`` holds the exporting object), carries the read-only flag
+(``exec/aliasing.check_writable``) and lets go only when the session stream has finished
+the work enqueued so far (``_foreign.release_when_idle``).
+
+Stream order, without a host wait, one pooled event at most (``_foreign.order``):
+- ``stream=None``, DLPack: the producer is asked with ``__dlpack__(stream=1)`` -- the
+  cheapest request, free for a producer whose work is on the legacy default stream --
+  and the session stream then waits for stream 1. Our own tensors are asked with the
+  session stream, so a tensor of this stream costs no event at all. A bare capsule
+  carries no stream: its producer must have finished writing it.
+- ``stream=None``, CAI: a ``stream`` entry (v3) is waited for; none means no ordering.
+- ``stream=S`` (a handle or a ``__cuda_stream__`` object: the stream the producer's data
+  was written on) replaces both: the producer is asked with ``stream=-1`` and the session
+  stream waits for S (nothing when S is the session stream). ``stream=-1``: no ordering.
 Everything is validated before anything changes: host arrays raise ValidationError
 (pointing to ``upload_host_tensor``), arrays on another CUDA device RuntimeStateError.
 The producer's own code (``__dlpack__``, the interface property) runs through
-``exec.guard.foreign_call``, which puts the thread's context back if it changed it.
+``exec.guard.foreign_call_over``, which puts our context back if the code changed it.
 """
 
 from __future__ import annotations
@@ -22,18 +32,22 @@ from collections.abc import Callable
 
 from ... import _foreign
 from ...cai import HeldProducer, interface_of, parse_interface
-from ...dlpack import check_device, consume, parse_capsule, request_capsule
+from ...dlpack import CAPSULE_TYPE, DLPACK_VERSION, check_device, consume, read_capsule
 from ...dtypes import DType
 from ...errors import BackendSourceError, RuntimeStateError, ValidationError
 from ...exec import guard
 from ...exec.context import ExecContext
-from ...tensor import Tensor, TensorView, is_row_major
+from ...tensor import Tensor, TensorView, _Strided, is_row_major
 
-__all__ = ["METHODS", "validate_producer"]
+__all__ = ["METHODS", "validate_producer", "request_capsule"]
 
-
-def _is_capsule(obj: object) -> bool:
-    return type(obj).__name__ == "PyCapsule"
+_LEGACY = 1
+_NO_SYNC = -1
+_legacy_only: set[type] = set()  # producer types whose __dlpack__ takes stream= alone
+_order = _foreign.order_current
+_stream_of = _foreign.stream_of
+_drain = _foreign.drain
+_parked = _foreign._parked
 
 
 def validate_producer(obj: object, ordinal: int, op: str = "from_dlpack") -> None:
@@ -51,47 +65,94 @@ def validate_producer(obj: object, ordinal: int, op: str = "from_dlpack") -> Non
         check_device(device_of(), ordinal, op)
 
 
-def _span(shape, strides) -> tuple[int, int]:
-    lo = hi = 0
-    for n, st in zip(shape, strides):
-        if st > 0:
-            hi += (n - 1) * st
-        else:
-            lo += (n - 1) * st
-    return lo, hi + 1
+def request_capsule(obj, stream: int, op: str = "from_dlpack"):
+    """``obj.__dlpack__(stream=stream, max_version=(1, 1), copy=False)``, or the pre-1.0
+    ``obj.__dlpack__(stream=stream)`` for producers that take nothing else (remembered per
+    type); the producer's BufferError becomes ValidationError."""
+    method = obj.__dlpack__  # type: ignore[attr-defined]
+    kind = type(obj)
+    try:
+        if kind not in _legacy_only:
+            try:
+                return method(stream=stream, max_version=DLPACK_VERSION, copy=False)
+            except TypeError:  # a producer older than DLPack 1.0 / array API 2023.12
+                capsule = method(stream=stream)
+                _legacy_only.add(kind)
+                return capsule
+        return method(stream=stream)
+    except BufferError as exc:
+        raise ValidationError(f"the producer cannot export this array without a copy or "
+                              f"at all: {exc}", op=op) from exc
 
 
-def from_dlpack(ctx: ExecContext, obj: object) -> Tensor | TensorView:
+def _source(ctx: ExecContext, stream: object, op: str) -> int | None:
+    """The producer stream a caller named (None: the protocol decides; -1: no order)."""
+    if stream is None:
+        return None
+    value = _foreign.stream_value(stream, op, ValidationError)
+    if value < -1:
+        raise ValidationError(f"stream must be None, -1 or a stream handle (got {value})",
+                              op=op)
+    return value if value != 0 else _LEGACY
+
+
+def _wait_for(ctx: ExecContext, producer: int) -> None:
+    """The session stream waits for ``producer`` (a handle; nothing for ours or -1)."""
+    if producer != _NO_SYNC and producer != int(ctx.stream):
+        _order(ctx, ctx.stream, _stream_of(producer))
+
+
+def from_dlpack(ctx: ExecContext, obj: object, stream: object = None) -> Tensor | TensorView:
     """Adopt a GPU array through DLPack without copying.
 
     Parameters
     ----------
     obj : object
         An object with ``__dlpack__`` (a PyTorch, CuPy or JAX array, a tenferro
-        device tensor) on this session's device, or a DLPack capsule. A capsule
-        carries no stream: its producer must have finished writing it.
+        device tensor) on this session's device, or a DLPack capsule.
+    stream : int, object with ``__cuda_stream__``, or None
+        None: the producer orders its pending work before the session stream (a bare
+        capsule is taken as finished). A stream (a handle, or an object with
+        ``__cuda_stream__`` such as this session's ``stream``, a PyTorch, CuPy or
+        cuda.core stream): the producer's data was written on it, and the session
+        stream waits for it. ``-1``: no ordering at all (the data is ready).
 
     Returns
     -------
     Tensor or TensorView
         A tensor (compact arrays) or a view (other strides) sharing the memory; the
         producer stays alive as long as it does. Two adoptions of one array are two
-        tensors over the same memory (the alias rule compares addresses).
+        tensors over the same memory (the alias rule compares addresses). A capsule
+        flagged read-only gives a tensor that no op accepts as an output.
     """
     op = "from_dlpack"
-    _foreign.drain()
-    if _is_capsule(obj):
-        capsule = obj
+    if _parked:
+        _drain()
+    source = None if stream is None else _source(ctx, stream, op)
+    if type(obj) is CAPSULE_TYPE:
+        capsule, wait = obj, source
     else:
         validate_producer(obj, ctx.ordinal, op)
-        capsule = guard.foreign_call(request_capsule, obj, int(ctx.stream), op)
-    info = parse_capsule(capsule, op)
-    check_device(info.device, ctx.ordinal, op)
-    owner = consume(capsule, info.managed, info.versioned, ctx.stream, ctx.runtime)
-    return _adopt(ctx, info.data, info.dtype, info.shape, info.strides, owner)
+        if source is not None:
+            ask, wait = _NO_SYNC, source
+        elif isinstance(obj, _Strided):  # ours: ordered by our export, free on one stream
+            ask, wait = int(ctx.stream), None
+        else:
+            ask, wait = _LEGACY, _LEGACY
+        capsule = guard.foreign_call_over(ctx.context, ctx.context_id, request_capsule, obj,
+                                          ask, op)
+    data, shape, strides, dtype, device, versioned, readonly, managed, _, deleter = \
+        read_capsule(capsule, op)
+    if device[0] != 2 or device[1] != ctx.ordinal:
+        check_device(device, ctx.ordinal, op)
+    if wait is not None:
+        _wait_for(ctx, wait)
+    owner = consume(capsule, managed, versioned, ctx.stream, ctx.runtime, deleter, readonly)
+    return _adopt(ctx, data, dtype, shape, strides, owner)
 
 
-def from_cuda_array_interface(ctx: ExecContext, obj: object) -> Tensor | TensorView:
+def from_cuda_array_interface(ctx: ExecContext, obj: object,
+                              stream: object = None) -> Tensor | TensorView:
     """Adopt a GPU array through the CUDA Array Interface (v0-v3) without copying.
 
     Parameters
@@ -99,21 +160,33 @@ def from_cuda_array_interface(ctx: ExecContext, obj: object) -> Tensor | TensorV
     obj : object
         An object exposing ``__cuda_array_interface__`` (kept alive while the result
         is), or the interface dict itself (then the caller keeps the producer alive).
-        A ``stream`` entry is ordered before the session stream with an event.
+    stream : int, object with ``__cuda_stream__``, or None
+        None: the dict's ``stream`` entry (v3) is waited for, no entry means no
+        ordering. A stream (a handle or an object with ``__cuda_stream__``): the
+        data was written on it and the session stream waits for it instead. ``-1``:
+        no ordering.
 
     Returns
     -------
     Tensor or TensorView
-        A tensor (compact arrays) or a view (other strides) sharing the memory.
+        A tensor (compact arrays) or a view (other strides) sharing the memory;
+        read-only when the interface says so (``data[1]``).
     """
     op = "from_cuda_array_interface"
-    _foreign.drain()
-    info = parse_interface(guard.foreign_call(interface_of, obj, op), op)
-    if math.prod(info.shape):
+    if _parked:
+        _drain()
+    source = None if stream is None else _source(ctx, stream, op)
+    if type(obj) is dict:
+        iface = obj
+    else:
+        iface = guard.foreign_call_over(ctx.context, ctx.context_id, interface_of, obj, op)
+    info = parse_interface(iface, op)
+    if 0 not in info.shape:
         _check_pointer(ctx, info.data, op)
-    if info.stream is not None:
-        _foreign.order_after(ctx.stream, info.stream, None, op)
-    owner = HeldProducer(obj, ctx.stream, ctx.runtime)
+    wait = info.stream if source is None else source
+    if wait is not None:
+        _wait_for(ctx, wait)
+    owner = HeldProducer(obj, ctx.stream, ctx.runtime, info.readonly)
     return _adopt(ctx, info.data, info.dtype, info.shape, info.strides, owner)
 
 
@@ -130,13 +203,23 @@ def _check_pointer(ctx: ExecContext, address: int, op: str) -> None:
                                 f"runs on CUDA device {ctx.ordinal}", op=op)
 
 
+def _span(shape, strides) -> tuple[int, int]:
+    lo = hi = 0
+    for n, st in zip(shape, strides):
+        if st > 0:
+            hi += (n - 1) * st
+        else:
+            lo += (n - 1) * st
+    return lo, hi + 1
+
+
 def _adopt(ctx: ExecContext, data: int, dtype: DType, shape: tuple[int, ...],
            strides: tuple[int, ...] | None, owner: object) -> Tensor | TensorView:
     """A pool-less buffer over foreign memory, as a tensor or a view of a flat base."""
     item = dtype.itemsize
     size = math.prod(shape)
-    if size == 0 or strides is None or is_row_major(shape, strides):
-        return Tensor._make(dtype, tuple(shape), buffer=ctx.adopt(data, size * item, owner))
+    if strides is None or size == 0 or is_row_major(shape, strides):
+        return Tensor._make(dtype, shape, buffer=ctx.adopt(data, size * item, owner))
     lo, hi = _span(shape, strides)
     base = Tensor._make(dtype, (hi - lo,),
                         buffer=ctx.adopt(data + lo * item, (hi - lo) * item, owner))
