@@ -28,8 +28,10 @@ Guarantees (used by ``dlpack.py``, ``_dlpack_export.py``, ``cai.py`` and ``ops/i
   and ``.closed``. A closed home's streams are destroyed (synchronized first), so they
   are never touched again: idle by definition.
 - ``export_context(buffer, op)`` is the execution context of a device buffer (None for a
-  buffer of no runtime), after checking that it may be exported and enqueueing the
-  calling thread's pending work on its stream.
+  buffer of no runtime), after checking that it may be exported (its runtime alive, its
+  stream not capturing a graph: RuntimeStateError, and the capture is abandoned when the
+  caller is the capturing thread) and enqueueing the calling thread's pending work on
+  its stream.
 """
 
 from __future__ import annotations
@@ -197,10 +199,7 @@ def release_when_idle(stream, fn: Callable[[Any], object], arg: Any = None, home
     except Exception as exc:  # noqa: BLE001 - called from finalizers
         print(f"tenferro_cuda: deferring a foreign release failed: {exc!r}", file=sys.stderr)
         return
-    try:
-        fn(arg)
-    except Exception as exc:  # noqa: BLE001 - a release path never raises
-        print(f"tenferro_cuda: releasing foreign memory failed: {exc!r}", file=sys.stderr)
+    _run(fn, arg)
 
 
 def drain() -> None:
@@ -282,6 +281,13 @@ def export_context(buffer, op: str) -> Any:
                                     f"tensor is closed", op=op)
         return None
     ctx.runtime.check_alive(op)
+    capture = getattr(ctx, "capture", None)
+    if capture is not None:  # an ordering event would cross the capture's boundary
+        if ctx.thread == _ident():
+            capture.refuse(op)
+        from .exec.capture import refused
+
+        raise refused(op)
     if ctx.pending and ctx.thread == _ident():
         if guard.current_id() == ctx.context_id:
             ctx.flush()

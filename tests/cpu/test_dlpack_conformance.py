@@ -20,7 +20,7 @@ from reference.dlpack_fakes import OUR_STREAM, Interop, StreamObject, read
 from tenferro_cuda import _foreign, cai, dlpack
 from tenferro_cuda._dlpack_export import live_exports
 from tenferro_cuda.dtypes import DType
-from tenferro_cuda.errors import ValidationError
+from tenferro_cuda.errors import RuntimeStateError, ValidationError
 from tenferro_cuda.ops import interop
 
 PTR = 0xABC0
@@ -112,6 +112,39 @@ def test_nested_order_takes_a_second_event(fx, monkeypatch):
     monkeypatch.setattr("tenferro_cuda._driver.stream_order", order)
     _foreign.order(fx, _foreign.PER_THREAD_STREAM, fx.stream)
     assert seen[0] is not seen[1] and fx.made == 2 and len(fx.events) == 2
+
+
+class _Capture:
+    def __init__(self):
+        self.refused: list[str] = []
+
+    def refuse(self, op):
+        self.refused.append(op)
+        raise RuntimeStateError(f"{op} is not allowed during capture", op=op)
+
+
+def test_export_refused_while_the_stream_captures(fx):
+    t = fx.tensor(np.arange(4.0))
+    fx.capture = _Capture()
+    with pytest.raises(RuntimeStateError, match="during capture"):
+        t.__dlpack__(stream=1, max_version=(1, 0))
+    with pytest.raises(RuntimeStateError, match="during capture"):
+        t.__cuda_array_interface__  # noqa: B018
+    assert fx.capture.refused == ["__dlpack__", "__cuda_array_interface__"]
+    errors: list = []
+    thread = threading.Thread(target=lambda: errors.append(_raised(t.__dlpack__)))
+    thread.start()
+    thread.join()
+    assert isinstance(errors[0], RuntimeStateError) and len(fx.capture.refused) == 2
+    assert fx.orders == [] and live_exports(t) == 0
+
+
+def _raised(fn):
+    try:
+        fn()
+    except Exception as exc:  # noqa: BLE001 - returned to the test
+        return exc
+    return None
 
 
 # --- max_version and dl_device ----------------------------------------------------------

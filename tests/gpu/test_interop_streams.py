@@ -204,7 +204,7 @@ def test_export_to_a_torch_stream_object(s, torch):
     want, src, dst = _ready_pair(s)
     side = torch.cuda.Stream()
     _spin_then_copy(s, dst, src)
-    capsule = dst.__dlpack__(stream=_torch_stream_arg(side), max_version=(1, 0))
+    capsule = dst.__dlpack__(stream=_torch_stream_arg(side))  # legacy: every torch takes it
     x = torch.from_dlpack(capsule)
     assert _busy(s)
     with torch.cuda.stream(side):  # side waits for our stream: the capsule's event

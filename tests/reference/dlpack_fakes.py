@@ -48,6 +48,7 @@ class Interop:
         self.events: list = []
         self.pending: list = []
         self.closed = False
+        self.capture = None  # a graph capture in progress (the export refuses then)
         self.keep: list = []  # host memory behind the fake device addresses
         self.orders: list[tuple[int, int]] = []
         self.copies: list[tuple[int, int, int, int]] = []
