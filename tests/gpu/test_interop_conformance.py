@@ -127,19 +127,20 @@ def test_import_stream_values(s, peer_name, which):
     value = {"default": None, "pointer": handle, "protocol": _Protocol(handle),
              "session-stream": s.stream, "-1": -1}[which]
     if value is not None:  # the caller names the producer's stream: let it be done
-        _sync_peer(peer_name, p)
+        _sync_peer(peer_name, p, x)
     t = s.from_dlpack(x, stream=value)
     assert t.data_ptr() == p.ptr(x)
     np.testing.assert_array_equal(down(s, t), base)
 
 
-def _sync_peer(peer_name, p) -> None:
+def _sync_peer(peer_name, p, x) -> None:
+    """Wait until the peer has written ``x`` (for cases that order nothing themselves)."""
     if peer_name == "torch":
         p.torch.cuda.synchronize()
     elif peer_name == "cupy":
         p.cupy.cuda.Device().synchronize()
     else:
-        p.jax.effects_barrier()
+        x.block_until_ready()
 
 
 # --- max_version ---------------------------------------------------------------------------
@@ -170,7 +171,7 @@ def test_import_capsule_versions(s, peer_name, versioned):
     capsule = (_versioned_capsule_of(x) if versioned else x.__dlpack__(stream=-1))
     info = dlpack.parse_capsule(capsule)
     assert info.versioned is versioned
-    _sync_peer(peer_name, p)
+    _sync_peer(peer_name, p, x)
     np.testing.assert_array_equal(down(s, s.from_dlpack(capsule)), base)
 
 
@@ -250,7 +251,7 @@ def test_import_byte_offset(s, peer_name):
     m.deleter = deleter = dlpack.DELETER(lambda address: calls.append(address))
     new = ctypes.PYFUNCTYPE(ctypes.py_object, ctypes.c_void_p, ctypes.c_char_p,
                             ctypes.c_void_p)(("PyCapsule_New", ctypes.pythonapi))
-    _sync_peer(peer_name, p)
+    _sync_peer(peer_name, p, x)
     t = s.from_dlpack(new(ctypes.addressof(m), b"dltensor_versioned", None))
     assert t.data_ptr() == info.data + 64
     np.testing.assert_array_equal(down(s, t), base[16:])
@@ -270,7 +271,7 @@ def _read_only_import(s, peer_name, base):
     capsule = _versioned_capsule_of(x)
     info = dlpack.parse_capsule(capsule)
     ctypes.c_uint64.from_address(info.managed + 24).value |= dlpack.FLAG_READ_ONLY
-    _sync_peer(peer_name, p)
+    _sync_peer(peer_name, p, x)
     return s.from_dlpack(capsule), x
 
 
@@ -367,7 +368,7 @@ def test_our_capsule_consumed_once_by_the_peer(s, peer_name):
 def test_peer_capsule_consumed_once_by_us(s, peer_name):
     p = peer(peer_name)
     x = p.make(sample(tc.int64 if tc.int64 in p.dtypes else tc.int32))
-    _sync_peer(peer_name, p)
+    _sync_peer(peer_name, p, x)
     capsule = x.__dlpack__(stream=-1)
     t = s.from_dlpack(capsule)
     with pytest.raises(tc.ValidationError, match="consumed already"):
