@@ -21,6 +21,7 @@ enqueues all of it again for one launch (docs/graphs.md).
 
 from __future__ import annotations
 
+import sys
 import threading
 from collections.abc import Mapping
 from typing import Any
@@ -223,7 +224,7 @@ class CudaGraph(Authority):
 
     def __del__(self) -> None:
         try:  # destroying a graph touches no thread's context; memory goes back queued
-            if self._exec or self._graph:
+            if (self._exec or self._graph) and not sys.is_finalizing():
                 self._release()
         except Exception:  # noqa: BLE001 - a finalizer never raises
             pass

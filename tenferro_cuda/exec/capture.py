@@ -25,6 +25,7 @@ become unusable. Frees of other buffers during the capture wait until it ends.
 
 from __future__ import annotations
 
+import sys
 import weakref
 from typing import TYPE_CHECKING, Any
 
@@ -131,7 +132,8 @@ class GraphMemory:
                 pass
 
     def __del__(self) -> None:
-        self.close()
+        if not sys.is_finalizing():
+            self.close()
 
 
 class CaptureState:
