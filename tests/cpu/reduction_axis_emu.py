@@ -5,8 +5,9 @@ thread, the real op functions and argument packing) with the warp built-ins thes
 kernels use besides ``__shfl_xor_sync``: ``__shfl_up_sync``, ``__shfl_sync``,
 ``__ballot_sync``, ``__match_any_sync``, ``__popc`` and shared-memory ``atomicAdd``.
 
-``session`` lowers the planners' thresholds so that small inputs take every path (split
-argmax passes, multi-level scans, radix passes over several blocks per row).
+````session`` lowers the planners' thresholds so that small inputs take every path (split
+argmax passes, multi-level scans, the radix sort from 101 elements a row, over several
+blocks per row and several tiles per block).
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ import pytest
 
 from tenferro_cuda.ops.reduction import argreduce as arg_ops
 from tenferro_cuda.ops.reduction import scan as scan_ops
-from tenferro_cuda.shapes import reduction_arg, reduction_scan
+from tenferro_cuda.ops.reduction import sort as sort_ops
+from tenferro_cuda.shapes import reduction_arg, reduction_scan, reduction_sort
 
 _spec = importlib.util.spec_from_file_location("reduction_emu_axis",
                                                Path(__file__).with_name("reduction_emu.py"))
@@ -64,7 +66,14 @@ template <class T> unsigned __match_any_sync(unsigned, T v) {
   emu_warp[t / 32].wait();
   return m;
 }
+inline int __all_sync(unsigned, int p) {
+  unsigned t = threadIdx.x + threadIdx.y * blockDim.x;
+  unsigned lanes = std::min(32u, blockDim.x * blockDim.y - (t & ~31u));
+  unsigned every = lanes == 32 ? 0xffffffffu : (1u << lanes) - 1u;
+  return __ballot_sync(0xffffffffu, p) == every;
+}
 inline int __popc(unsigned v) { return __builtin_popcount(v); }
+inline int __ffs(unsigned v) { return __builtin_ffs((int)v); }
 inline unsigned atomicAdd(unsigned* p, unsigned v) {
   return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST);
 }
@@ -72,7 +81,7 @@ inline void __syncwarp(unsigned = 0xffffffffu) {
   emu_warp[(threadIdx.x + threadIdx.y * blockDim.x) / 32].wait();
 }
 """
-FAMILIES = ("argreduce", "scan", "copy", "permute")
+FAMILIES = ("argreduce", "scan", "sort", "copy", "permute")
 
 
 def build(tmp_path_factory):
@@ -81,7 +90,8 @@ def build(tmp_path_factory):
 
 
 def _clear() -> None:
-    for cache in (arg_ops._plans, scan_ops._plans, emu.reduction_plan_ops._occupancy):
+    for cache in (arg_ops._plans, scan_ops._plans, sort_ops._plans,
+                  emu.reduction_plan_ops._occupancy):
         cache.clear()
 
 
@@ -94,6 +104,8 @@ def session(lib=(None, None)):
             mp.setattr(reduction_arg, name, value)
         for name, value in [("TARGET_THREADS", 96), ("MIN_ROWS", 4)]:
             mp.setattr(reduction_scan, name, value)
+        mp.setattr(sort_ops, "resident_blocks", lambda ctx, family, expr: 1)
+        mp.setattr(reduction_sort, "SMALL", 100)  # rows of more elements: the radix sort
         _clear()
         try:
             yield emu.EmuSession(*lib)

@@ -1,7 +1,8 @@
-"""ptx/reduce.cu and ptx/blas1.cu: every registered instantiation compiles with NVRTC for
-sm_80 and sm_90 (one program per family and arch); the registry agrees with the sources;
-the argument codes the ops pack match each kernel's parameter list (sizes, in order, read
-from the PTX); the bandwidth-bound kernels use 16-byte loads and stores."""
+"""ptx/reduce.cu, blas1.cu, argreduce.cu, scan.cu and sort.cu: every registered
+instantiation compiles with NVRTC for sm_80 and sm_90 (one program per family and arch);
+the registry agrees with the sources; the argument codes the ops pack match each kernel's
+parameter list (sizes, in order, read from the PTX); the bandwidth-bound kernels use
+16-byte loads and stores."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from reference import nvrtc_builds
 from tenferro_cuda.dtypes import DType
 from tenferro_cuda.kernels.args import LAYOUT_SIZE
 from tenferro_cuda.kernels.compiler import options_for
-from tenferro_cuda.kernels.families import blas1, reduce
+from tenferro_cuda.kernels.families import argreduce, blas1, reduce, scan, sort
 from tenferro_cuda.kernels.registry import INCLUDE_DIR, family, global_names
 from tenferro_cuda.ops.blas1 import (
     FLAT_FINISH_CODES,
@@ -22,8 +23,11 @@ from tenferro_cuda.ops.blas1 import (
     axpby_strided_codes,
 )
 from tenferro_cuda.ops.reduction import col_codes, row_codes
+from tenferro_cuda.ops.reduction import scan as scan_ops
+from tenferro_cuda.ops.reduction import sort as sort_ops
+from tenferro_cuda.ops.reduction.argreduce import arg_codes
 
-FAMILIES = ["reduce", "blas1"]
+FAMILIES = ["reduce", "blas1", "argreduce", "scan", "sort"]
 F16, F32, F64 = DType.FLOAT16, DType.FLOAT32, DType.FLOAT64
 I8, C64, C128 = DType.INT8, DType.COMPLEX64, DType.COMPLEX128
 
@@ -104,6 +108,19 @@ def _blas(entry, *targs):
     return blas1.FAMILY.entry(entry).expression(*targs)
 
 
+def _arg(kind, d, partial, index):
+    return argreduce.FAMILY.entry("arg_reduce").expression(
+        *argreduce.targs(kind, d, partial, index))
+
+
+def _scan(entry, kind, d, index):
+    return scan.FAMILY.entry(entry).expression(*scan.targs(kind, d, index))
+
+
+def _sort(entry, d, *index):
+    return sort.FAMILY.entry(entry).expression(sort.policy(d), *index)
+
+
 CASES = {
     "reduce": [(_rows("sum", F32, F32, F32, i), row_codes(i)) for i in reduce.INDEX]
     + [(_cols("sum", F32, F32, F32, i), col_codes(i)) for i in reduce.INDEX]
@@ -119,6 +136,17 @@ CASES = {
     + [(_blas("axpby_contig", d.ctype), axpby_contig_codes(d)) for d in (F16, I8, F64, C128)]
     + [(_blas("axpby_strided", d.ctype, i), axpby_strided_codes(d, i))
        for d in (F16, C64, C128) for i in blas1.INDEX],
+    "argreduce": [(_arg(k, d, p, i), arg_codes(i)) for k, d, p in
+                  (("argmax", F32, False), ("argmin", F16, True), ("argmax", DType.BOOL, True))
+                  for i in argreduce.INDEX],
+    "scan": [(_scan("scan_rows", k, d, i), scan_ops.row_codes(i)) for k, d in
+             (("sum", F16), ("max", I8), ("prod", C128)) for i in scan.INDEX]
+    + [(_scan("scan_cols", k, d, i), scan_ops.col_codes(i)) for k, d in
+       (("sum", DType.INT64), ("min", F64)) for i in scan.INDEX],
+    "sort": [(_sort("sort_small", d, i), sort_ops.small_codes(i)) for d in (F32, DType.BOOL)
+             for i in sort.INDEX]
+    + [(_sort("radix_hist", d), sort_ops.HIST_CODES) for d in (F16, F64)]
+    + [(_sort("radix_scatter", d), sort_ops.SCATTER_CODES) for d in (I8, F32)],
 }
 
 
@@ -154,6 +182,9 @@ def _entry_body(text: str, symbol: str) -> str:
 
 
 VECTOR = {
+    "argreduce": [],
+    "scan": [],
+    "sort": [],
     "reduce": [(_rows("sum", F32, F32, F32, "tf::u32"), r"ld\.global\.nc\.v4"),
                (_cols("sum", F32, F32, F32, "tf::u32"), r"ld\.global\.nc\.v4"),
                (_rows("max", F16, F16, F16, "tf::u32"), r"ld\.global\.nc\.v4")],

@@ -6,9 +6,14 @@ same run:
   (target >= 3,800 GB/s each);
 - for reference (no target): ``reduce_max`` over all axes, ``vdot_read`` and
   ``norm_squared_read`` of float32 vectors, ``axpby_read_into_accum`` (PyTorch:
-  ``y.mul_(beta).add_(x, alpha=alpha)``, CuPy: one fused elementwise kernel).
+  ``y.mul_(beta).add_(x, alpha=alpha)``, CuPy: one fused elementwise kernel);
+- issue 17: ``sort`` and ``sort_with_indices`` of 2^28 and 2^24 float32 beside
+  ``torch.sort(stable=True)`` (which always returns int64 indices too) and ``cupy.sort``
+  (values only), target >= 50 % of torch.sort's throughput; ``argmax`` and ``cumsum`` of
+  2^28 float32 and along each axis of a 16384 x 16384 float32 tensor.
 
-GB/s = (bytes read + bytes written) / time, from CUDA-event medians after warm-up.
+GB/s = (bytes read + bytes written) / time, from CUDA-event medians after warm-up; a
+sort's figure is Gkeys/s = elements / time / 1e9.
 """
 
 from __future__ import annotations
@@ -97,12 +102,69 @@ def blas1(s, torch, cupy) -> list[Row]:
     return rows
 
 
+def _keys_row(name, n, ms, target="", note="") -> Row:
+    rate = [None if t is None else n / (t * 1e-3) / 1e9 for t in ms]
+    return Row(FAMILY, name, "Gkeys/s", rate[0], rate[1], rate[2], target=target, note=note,
+               extra={"ms": ms[0]})
+
+
+def _sort_rows(s, torch, cupy, log: int) -> list[Row]:
+    n = 1 << log
+    a = _host((n,), 5)
+    x = s.upload_host_tensor(a)
+    xt, xc = _peer_arrays(torch, cupy, a)
+    peer_t = lambda: torch.sort(xt, stable=True)  # noqa: E731
+    values = _timed(s, torch, cupy, lambda: s.sort(x), peer_t, lambda: cupy.sort(xc))
+    both = (session_ms(s, lambda: s.sort_with_indices(x)), values[1], None)  # same torch
+    return [_keys_row(f"sort 2^{log} float32, values", n, values,
+                      target=">= 50% of torch.sort",
+                      note="torch.sort also returns int64 indices; CuPy: values only"),
+            _keys_row(f"sort_with_indices 2^{log} float32", n, both,
+                      target=">= 50% of torch.sort")]
+
+
+def sort_large(s, torch, cupy) -> list[Row]:
+    return _sort_rows(s, torch, cupy, 28)
+
+
+def sort_medium(s, torch, cupy) -> list[Row]:
+    return _sort_rows(s, torch, cupy, 24)
+
+
+def arg_scan_flat(s, torch, cupy) -> list[Row]:
+    a = _host((N_ALL,), 6)
+    x = s.upload_host_tensor(a)
+    xt, xc = _peer_arrays(torch, cupy, a)
+    return [_row("argmax 2^28 float32", N_ALL * 4 + 8,
+                 _timed(s, torch, cupy, lambda: s.argmax(x, 0), lambda: xt.argmax(),
+                        lambda: xc.argmax())),
+            _row("cumsum 2^28 float32", N_ALL * 8,
+                 _timed(s, torch, cupy, lambda: s.cumsum(x, 0), lambda: xt.cumsum(0),
+                        lambda: xc.cumsum()))]
+
+
+def arg_scan_matrix(s, torch, cupy) -> list[Row]:
+    a = _host((N2, N2), 7)
+    x = s.upload_host_tensor(a)
+    xt, xc = _peer_arrays(torch, cupy, a)
+    rows = []
+    for axis in (0, 1):
+        rows.append(_row(f"argmax 16384x16384 float32, axis {axis}", N2 * N2 * 4 + N2 * 8,
+                         _timed(s, torch, cupy, lambda axis=axis: s.argmax(x, axis),
+                                lambda axis=axis: xt.argmax(axis),
+                                lambda axis=axis: xc.argmax(axis))))
+        rows.append(_row(f"cumsum 16384x16384 float32, axis {axis}", N2 * N2 * 8,
+                         _timed(s, torch, cupy, lambda axis=axis: s.cumsum(x, axis),
+                                lambda axis=axis: xt.cumsum(axis),
+                                lambda axis=axis: xc.cumsum(axis))))
+    return rows
 
 
 def run(s) -> list[Row]:
     torch, cupy = peers()
     rows: list[Row] = []
-    for section in (all_axes, matrix_axes, blas1):
+    for section in (all_axes, matrix_axes, blas1, sort_large, sort_medium,
+                    arg_scan_flat, arg_scan_matrix):
         rows += section(s, torch, cupy)  # its tensors die on return
         s.synchronize()
         release_peer_memory(torch, cupy)

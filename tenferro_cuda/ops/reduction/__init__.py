@@ -25,7 +25,7 @@ from ...exec.residency import resident
 from ...shapes import reduction as shp
 from ...tensor import Tensor, TensorView
 from .. import storage
-from . import argreduce, scan
+from . import argreduce, scan, sort
 from .plan import CACHE_MAX, col_codes, resident_blocks, row_codes, steps_for
 
 __all__ = ["METHODS", "resident_blocks", "row_codes", "col_codes"]
@@ -227,4 +227,4 @@ METHODS: tuple[tuple[str, Callable], ...] = (
     ("reduce_min", reduce_min), ("reduce_min_read", reduce_min_read),
     ("reduce_and", reduce_and), ("reduce_and_read", reduce_and_read),
     ("reduce_or", reduce_or), ("reduce_or_read", reduce_or_read),
-) + argreduce.METHODS + scan.METHODS
+) + argreduce.METHODS + scan.METHODS + sort.METHODS
