@@ -4798,6 +4798,55 @@ class SessionOps:
         """
         ...
 
+    def sort(self, input: Tensor | TensorView, axis: int = ..., descending: bool = ...) -> Tensor:
+        """Stable sort along ``axis``.
+
+        Parameters
+        ----------
+        input : Tensor or TensorView
+            A device tensor of this session; bool, integer or real float dtype, rank 1..8;
+            fewer than 2^31 elements along ``axis``.
+        axis : int
+            The axis, in ``[-ndim, ndim)`` (default: the last).
+        descending : bool
+            Largest first. Equal elements keep their input order in both directions.
+
+        Returns
+        -------
+        Tensor
+            The input's shape and dtype. NaNs come last in both directions (as numpy's and
+            jax's ascending sort; their descending sorts put NaNs first); -0.0 and +0.0 are
+            equal and keep their input order.
+
+        Raises
+        ------
+        ValidationError
+            ``axis`` not an int or out of range (rank 0 has no axis); ``descending`` not a
+            bool; rank > 8; 2^31 or more elements along the axis.
+        UnsupportedDTypeError
+            complex input.
+        RuntimeStateError
+            ``input`` is not resident on this session's device; closed session.
+        """
+        ...
+
+    def sort_read(self, input: Tensor | TensorView, axis: int = ..., descending: bool = ...) -> Tensor:
+        """``sort`` of an owned tensor or a borrowed view.
+        """
+        ...
+
+    def sort_with_indices(self, input: Tensor | TensorView, axis: int = ..., descending: bool = ...) -> tuple[Tensor, Tensor]:
+        """``sort``, and the int64 positions along ``axis`` of the sorted elements in the
+        input: ``(values, indices)`` with ``values == take_along_axis(input, indices)``; the
+        indices of equal elements ascend (a stable sort). See ``sort``.
+        """
+        ...
+
+    def sort_with_indices_read(self, input: Tensor | TensorView, axis: int = ..., descending: bool = ...) -> tuple[Tensor, Tensor]:
+        """``sort_with_indices`` of an owned tensor or a borrowed view.
+        """
+        ...
+
     # --- blas1 ---------------------------------------------------------------------------
 
     def vdot_read(self, lhs: Tensor | TensorView, rhs: Tensor | TensorView) -> Tensor:
