@@ -13,6 +13,10 @@ Everything is enqueued on the session stream; nothing waits for the device.
 
 The launch steps of a layout are prepared once (``plan.py``); a repeated call with axes
 given as a tuple of ints is served from a cache of validated calls (``_calls``).
+
+The single-axis ops are modules of their own, their methods listed in ``METHODS`` too:
+``argreduce`` (argmax/argmin), ``scan`` (cumsum/cumprod/cummax/cummin) and ``sort``
+(sort/sort_with_indices). docs/reductions.md states the semantics of all of them.
 """
 
 from __future__ import annotations
