@@ -13,7 +13,9 @@
 // scan_rows: a segment of `seg` warps (32*seg lanes) owns piece t = one tile of
 //   32*seg*TF_SCAN_ITEMS consecutive elements of a row. The tile is staged through shared
 //   memory (striped, coalesced loads), each lane folds TF_SCAN_ITEMS consecutive elements
-//   in order, lanes combine by a shuffle scan, warps by their totals in warp order.
+//   in order, lanes combine by a shuffle scan, warps by their totals in warp order. With
+//   `chain`, a segment owns a whole row instead and scans its tiles one after the other,
+//   the running total carried in registers (rows enough to fill the device: one pass).
 // scan_cols: one thread owns piece t = positions [t*chunk, (t+1)*chunk) of one row and
 //   folds them in order; adjacent threads take adjacent rows (coalesced when the rows are
 //   the inner axis), thread y picks the chunk.
@@ -70,59 +72,70 @@ __device__ __forceinline__ typename Op::acc carry_in(const P* carry, i64 crs, i6
 template <class Op, class In, class Out, class P, class I>
 __global__ void __launch_bounds__(256)
 scan_rows(const In* in, Layout rin, i64 st_in, Out* out, Layout rout, i64 st_out, I n,
-          I ntiles, I nitems, int seg, const P* carry, i64 crs, i64 cts, P* totals, i64 trs,
-          i64 tts) {
+          I ntiles, I nitems, int seg, int chain, const P* carry, i64 crs, i64 cts,
+          P* totals, i64 trs, i64 tts) {
   typedef typename Op::acc A;
   __shared__ __align__(16) unsigned char raw[(TF_SCAN_TILE + TF_SCAN_TILE / 32) * sizeof(A)];
-  __shared__ __align__(16) unsigned char raw_w[8 * sizeof(A)];
+  __shared__ __align__(16) unsigned char raw_w[16 * sizeof(A)];
   A* s = reinterpret_cast<A*>(raw);
-  A* wtot = reinterpret_cast<A*>(raw_w);
+  A* wtot = reinterpret_cast<A*>(raw_w);  // [0, 8): warps' totals; [8, 16): segments'
   const int lanes = 32 * seg, per_block = 8 / seg;
   const int q = threadIdx.x / lanes, l = threadIdx.x - q * lanes;  // segment, its lane
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const I tile = (I)lanes * TF_SCAN_ITEMS;
   const int base = q * lanes * TF_SCAN_ITEMS;  // the segment's part of the block's tile
+  // An item is one tile of a row, or (chain) a whole row whose tiles the segment scans in
+  // order, carrying the running total from one to the next. Every segment of a block runs
+  // the same number of tiles, so every thread reaches every barrier.
   for (I wb = (I)blockIdx.x * per_block; wb < nitems; wb += (I)gridDim.x * per_block) {
-    const I w = wb + (I)q;  // uniform loop: every thread reaches every barrier
+    const I w = wb + (I)q;
     const bool live = w < nitems;
-    const I r = live ? w / ntiles : 0, t = live ? w - r * ntiles : 0;
-    const I j0 = t * tile;
-    const I cnt = live ? (n - j0 < tile ? n - j0 : tile) : 0;
+    const I r = live ? (chain ? w : w / ntiles) : 0;
+    const I t0 = (chain || !live) ? 0 : w - r * ntiles, t1 = chain ? ntiles : t0 + 1;
     i64 ib = 0, ob = 0;
     if (live) rd::offset2<I>(rin, rout, r, ib, ob);
-    for (int k = l; k < lanes * TF_SCAN_ITEMS; k += lanes) {
-      s[sc::pad(base + k)] = (I)k < cnt ? rd::cv<A, In>::go(in[ib + (i64)(j0 + k) * st_in])
-                                        : Op::identity();
-    }
-    __syncthreads();
-    A loc[TF_SCAN_ITEMS];
-    A acc = Op::identity();
-#pragma unroll
-    for (int k = 0; k < TF_SCAN_ITEMS; ++k) {
-      acc = Op::combine(acc, s[sc::pad(base + l * TF_SCAN_ITEMS + k)]);
-      loc[k] = acc;
-    }
-    const A incl = sc::warp_scan<Op>(acc, lane);  // lanes of this warp up to this one
-    A excl = sc::shfl_up(incl, 1);                // ... before this one
-    if (lane == 31) wtot[warp] = incl;
-    __syncthreads();
-    A pre = sc::carry_in<Op, P>(carry, crs, cts, (i64)r, (i64)t);
-    for (int v = q * seg; v < warp; ++v) pre = Op::combine(pre, wtot[v]);
-    if (totals && !out) {
-      if (live && l == lanes - 1) totals[(i64)r * trs + (i64)t * tts] = rd::cv<P, A>::go(
-          Op::combine(pre, incl));
-    } else {
-      if (lane > 0) pre = Op::combine(pre, excl);
-#pragma unroll
-      for (int k = 0; k < TF_SCAN_ITEMS; ++k) {
-        s[sc::pad(base + l * TF_SCAN_ITEMS + k)] = Op::combine(pre, loc[k]);
+    A run = chain ? Op::identity() : sc::carry_in<Op, P>(carry, crs, cts, (i64)r, (i64)t0);
+    for (I t = t0; t < t1; ++t) {
+      const I j0 = t * tile;
+      const I cnt = live ? (n - j0 < tile ? n - j0 : tile) : 0;
+      for (int k = l; k < lanes * TF_SCAN_ITEMS; k += lanes) {
+        s[sc::pad(base + k)] = (I)k < cnt
+                                   ? rd::cv<A, In>::go(in[ib + (i64)(j0 + k) * st_in])
+                                   : Op::identity();
       }
       __syncthreads();
-      for (int k = l; (I)k < cnt; k += lanes) {
-        out[ob + (i64)(j0 + k) * st_out] = rd::cv<Out, A>::go(s[sc::pad(base + k)]);
+      A loc[TF_SCAN_ITEMS];
+      A acc = Op::identity();
+#pragma unroll
+      for (int k = 0; k < TF_SCAN_ITEMS; ++k) {
+        acc = Op::combine(acc, s[sc::pad(base + l * TF_SCAN_ITEMS + k)]);
+        loc[k] = acc;
       }
+      const A incl = sc::warp_scan<Op>(acc, lane);  // lanes of this warp up to this one
+      const A excl = sc::shfl_up(incl, 1);          // ... before this one
+      if (lane == 31) wtot[warp] = incl;
+      __syncthreads();
+      A pre = run;
+      for (int v = q * seg; v < warp; ++v) pre = Op::combine(pre, wtot[v]);
+      if (totals && !out) {
+        if (live && l == lanes - 1) {
+          totals[(i64)r * trs + (i64)t * tts] = rd::cv<P, A>::go(Op::combine(pre, incl));
+        }
+      } else {
+        if (l == lanes - 1) wtot[8 + q] = Op::combine(pre, incl);  // the next carry
+        if (lane > 0) pre = Op::combine(pre, excl);
+#pragma unroll
+        for (int k = 0; k < TF_SCAN_ITEMS; ++k) {
+          s[sc::pad(base + l * TF_SCAN_ITEMS + k)] = Op::combine(pre, loc[k]);
+        }
+        __syncthreads();
+        for (int k = l; (I)k < cnt; k += lanes) {
+          out[ob + (i64)(j0 + k) * st_out] = rd::cv<Out, A>::go(s[sc::pad(base + k)]);
+        }
+        run = wtot[8 + q];
+      }
+      __syncthreads();  // s and wtot are reused by the next tile
     }
-    __syncthreads();  // s and wtot are reused by the next item
   }
 }
 

@@ -9,7 +9,9 @@ in each view; ``reverse`` negates both strides from the far end.
 ``plan_scan`` picks a kernel:
 
 - ``scan_rows`` when the axis is the most inner one of the input and longer than
-  ``SHORT``: segments of 1..8 warps own tiles of ``32 * seg * ITEMS`` elements;
+  ``SHORT``: segments of 1..8 warps own tiles of ``32 * seg * ITEMS`` elements; when the
+  rows give at least ``CHAIN_WARPS`` warps, a segment owns a whole row and scans its
+  tiles in order (``chain``: one pass);
 - ``scan_cols`` otherwise: a thread per (row, chunk), adjacent threads on adjacent rows.
 
 A row of several pieces (tiles or chunks) is scanned as *reduce, scan, scan*: a pass
@@ -28,6 +30,7 @@ ITEMS = 8  # TF_SCAN_ITEMS in ptx/scan.cu
 SHORT = 16  # rows of at most this many elements go to the column kernel
 TARGET_THREADS = 1 << 17  # scan_cols: threads (rows x chunks) to aim for
 MIN_ROWS = 64  # scan_cols: fewest elements one chunk folds
+CHAIN_WARPS = 4096  # scan_rows: rows x warps from which a segment scans a whole row
 GRID_CAP = 1 << 20
 U32_SAFE = 1 << 31
 
@@ -69,6 +72,7 @@ class ScanPass:
     pieces: int  # tiles (rows) or chunks (cols) per row
     chunk: int  # cols: elements per chunk; rows: elements per tile
     seg: int  # rows: warps per segment
+    chain: bool  # rows: a segment scans its row's tiles in order (one pass)
     src: object
     dst: object  # None for a totalling pass
     carry: int | None
@@ -118,24 +122,26 @@ def _plan(rows: Rows, src, dst, levels: list[Totals]) -> list[ScanPass]:
         tile = 32 * seg * ITEMS
         pieces = _cdiv(n, tile)
         per_block = 8 // seg
-        grid = (min(GRID_CAP, _cdiv(m * pieces, per_block)), 1)
+        chain = pieces > 1 and m * seg >= CHAIN_WARPS
+        items = m if chain else m * pieces
+        grid = (min(GRID_CAP, _cdiv(items, per_block)), 1)
         kernel, chunk, block = "rows", tile, (256, 1)
-        index = _index(n, m * pieces + 8)
+        index = _index(n + tile, m * pieces + 8)
     else:
         pieces = max(1, min(_cdiv(TARGET_THREADS, m), n // MIN_ROWS))
         chunk = _cdiv(n, pieces)
         pieces = _cdiv(n, chunk)
         bx = min(256, _pow2ceil(m))
         by = min(256 // bx, _pow2ceil(pieces))
-        kernel, seg, block = "cols", 1, (bx, by)
+        kernel, seg, block, chain = "cols", 1, (bx, by), False
         grid = (min(GRID_CAP, _cdiv(m, bx)), _cdiv(pieces, by))
         index = _index(n + chunk, m)
 
     def launch(src_, dst_, carry, totals) -> ScanPass:
-        return ScanPass(kernel, rows, pieces, chunk, seg, src_, dst_, carry, totals, grid,
-                        block, index)
+        return ScanPass(kernel, rows, pieces, chunk, seg, chain, src_, dst_, carry, totals,
+                        grid, block, index)
 
-    if pieces == 1:
+    if pieces == 1 or chain:
         return [launch(src, dst, None, None)]
     level = len(levels)
     # rows: totals [m, pieces] scanned along their axis 1; cols: [pieces, m] along axis 0

@@ -6,7 +6,7 @@ kernels use besides ``__shfl_xor_sync``: ``__shfl_up_sync``, ``__shfl_sync``,
 ``__ballot_sync``, ``__match_any_sync``, ``__popc`` and shared-memory ``atomicAdd``.
 
 ````session`` lowers the planners' thresholds so that small inputs take every path (split
-argmax passes, multi-level scans, the radix sort from 101 elements a row, over several
+argmax passes, multi-level and chained scans, the radix sort from 101 elements a row, over several
 blocks per row and several tiles per block).
 """
 
@@ -102,7 +102,7 @@ def session(lib=(None, None)):
         mp.setattr(arg_ops, "resident_blocks", lambda ctx, family, expr: 3)
         for name, value in [("MIN_CHUNK", 64), ("BLOCK_GROUP_MIN", 48), ("MIN_ROWS", 4)]:
             mp.setattr(reduction_arg, name, value)
-        for name, value in [("TARGET_THREADS", 96), ("MIN_ROWS", 4)]:
+        for name, value in [("TARGET_THREADS", 96), ("MIN_ROWS", 4), ("CHAIN_WARPS", 16)]:
             mp.setattr(reduction_scan, name, value)
         mp.setattr(sort_ops, "resident_blocks", lambda ctx, family, expr: 1)
         mp.setattr(reduction_sort, "SMALL", 100)  # rows of more elements: the radix sort

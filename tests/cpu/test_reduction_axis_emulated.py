@@ -177,8 +177,15 @@ def test_scan_same_bits_every_run(s):
 def test_multi_level_scans_take_every_kernel(s):
     s.launched.clear()
     s.cumsum(s.up(np.ones(5000, np.float32)), 0)
+    # the tiles' totals, their scan (3 totals: the column kernel), the scan with carries
+    assert s.launched == ["tf::scan_rows", "tf::scan_cols", "tf::scan_rows"]
+    s.launched.clear()
     s.cumsum(s.up(np.ones((3000, 2), np.float32)), 0)
-    assert {"tf::scan_rows", "tf::scan_cols"} <= set(s.launched)
+    assert s.launched.count("tf::scan_cols") >= 3
+    s.launched.clear()
+    got = s.down(s.cumsum(s.up(np.ones((3, 4500), np.int32)), 1))  # chained: one pass
+    assert s.launched == ["tf::scan_rows"]
+    np.testing.assert_array_equal(got, np.tile(np.arange(1, 4501, dtype=np.int32), (3, 1)))
 
 
 def test_integer_scans_wrap(s):

@@ -128,6 +128,7 @@ def run_scan(passes, levels, src: np.ndarray, out: np.ndarray) -> None:
         r = p.rows
         for row in range(r.m):
             ib, ob = offsets(r.rin, [row])[0], offsets(r.rout, [row])[0]
+            running = 0  # chain: the total of the row's tiles before this one
             for t in range(p.pieces):
                 j = np.arange(t * p.chunk, min(r.n, (t + 1) * p.chunk))
                 x = bufs[p.src][ib + j * r.st_in]
@@ -135,7 +136,8 @@ def run_scan(passes, levels, src: np.ndarray, out: np.ndarray) -> None:
                     lv = levels[p.totals]
                     bufs[p.totals][row * lv.rs + t * lv.ts] = x.sum()
                     continue
-                carry = 0
+                carry = running
+                running += x.sum()
                 if p.carry is not None and t > 0:
                     lv = levels[p.carry]
                     carry = bufs[p.carry][row * lv.rs + (t - 1) * lv.ts]
@@ -150,6 +152,7 @@ SCAN_CASES = {  # (shape, layout order, axis, reverse) -> (kernels of the passes
     "long_vector": ((3_000_001,), (1,), 0, False, ("rows", "rows", "rows")),
     "rows_tiles": ((5, 9000), (1, 2), 1, True, ("rows", "cols", "rows")),
     "one_tile_rows": ((300, 2048), (1, 2), 1, False, ("rows",)),
+    "chained_rows": ((600, 5000), (1, 2), 1, True, ("rows",)),
     "short_rows": ((7000, 9), (1, 2), 1, False, ("cols",)),
     "cols_chunks": ((50000, 3), (1, 2), 0, True, ("cols",) * 5),
     "transposed": ((3000, 40), (2, 1), 0, False, ("rows", "cols", "rows")),
@@ -167,6 +170,7 @@ def test_scan_passes_give_the_cumulative_sums(case):
                              reverse)
     passes, levels = scan_plan.plan_scan(rows)
     assert tuple(p.kernel for p in passes) == kernels
+    assert passes[0].chain == (case == "chained_rows")
     for p in passes:
         assert p.index == "tf::u32" and p.grid[0] <= GRID_CAP and p.grid[1] <= 65535
         assert p.block[0] * p.block[1] <= 256

@@ -37,7 +37,7 @@ _plans: BoundedCache = BoundedCache(CACHE_MAX)  # (kind, dtype, rows) -> steps
 def row_codes(index: str) -> str:
     """Argument codes of ``scan_rows`` (see ptx/scan.cu for the parameter list)."""
     x = "I" if index == "tf::u32" else "Q"
-    return f"PLqPLq{x}{x}{x}iPqqPqq"
+    return f"PLqPLq{x}{x}{x}iiPqqPqq"
 
 
 def col_codes(index: str) -> str:
@@ -141,8 +141,11 @@ def _step(kind: str, dtype: DType, p: plan.ScanPass) -> _Step:
     r = p.rows
     entry = "scan_rows" if p.kernel == "rows" else "scan_cols"
     expr = fam.FAMILY.entry(entry).expression(*fam.targs(kind, d, p.index))
-    counts = (r.n, p.pieces, r.m * p.pieces, p.seg) if p.kernel == "rows" else \
-        (r.n, p.chunk, r.m)
+    if p.kernel == "rows":
+        counts: tuple[int, ...] = (r.n, p.pieces, r.m if p.chain else r.m * p.pieces, p.seg,
+                                   int(p.chain))
+    else:
+        counts = (r.n, p.chunk, r.m)
     codes = row_codes(p.index) if p.kernel == "rows" else col_codes(p.index)
     args = (layout_bytes(r.rin.shape, r.rin.strides, r.rin.offset), r.st_in,
             layout_bytes(r.rout.shape, r.rout.strides, r.rout.offset), r.st_out, counts)
