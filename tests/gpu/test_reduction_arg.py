@@ -101,7 +101,7 @@ def test_matches_jax(s):
     jax = pytest.importorskip("jax")
     jnp = jax.numpy
     a = sample("float32", (37, 1000), 2)
-    a[5, 400] = a[5, 900] = np.nan
+    a[5, 400] = a[9, 30] = np.nan  # one NaN a row: jax's reducer picks any of several
     a[7, :] = 0.0
     a[7, 3] = -0.0
     for kind, fn in (("argmax", jax.lax.argmax), ("argmin", jax.lax.argmin)):
