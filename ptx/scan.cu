@@ -98,7 +98,9 @@ scan_rows(const In* in, Layout rin, i64 st_in, Out* out, Layout rout, i64 st_out
     for (I t = t0; t < t1; ++t) {
       const I j0 = t * tile;
       const I cnt = live ? (n - j0 < tile ? n - j0 : tile) : 0;
-      for (int k = l; k < lanes * TF_SCAN_ITEMS; k += lanes) {
+#pragma unroll
+      for (int i = 0; i < TF_SCAN_ITEMS; ++i) {  // striped: 8 coalesced loads in flight
+        const int k = l + i * lanes;
         s[sc::pad(base + k)] = (I)k < cnt
                                    ? rd::cv<A, In>::go(in[ib + (i64)(j0 + k) * st_in])
                                    : Op::identity();
@@ -129,8 +131,11 @@ scan_rows(const In* in, Layout rin, i64 st_in, Out* out, Layout rout, i64 st_out
           s[sc::pad(base + l * TF_SCAN_ITEMS + k)] = Op::combine(pre, loc[k]);
         }
         __syncthreads();
-        for (int k = l; (I)k < cnt; k += lanes) {
-          out[ob + (i64)(j0 + k) * st_out] = rd::cv<Out, A>::go(s[sc::pad(base + k)]);
+#pragma unroll
+        for (int i = 0; i < TF_SCAN_ITEMS; ++i) {
+          const int k = l + i * lanes;
+          if ((I)k < cnt) out[ob + (i64)(j0 + k) * st_out] = rd::cv<Out, A>::go(
+              s[sc::pad(base + k)]);
         }
         run = wtot[8 + q];
       }

@@ -134,16 +134,24 @@ radix_hist(const typename Pol::K* keys, u32 n, u32 bpr, u32 span, u32 nitems, in
     const u32 r = item / bpr, c = item - r * bpr;
     const u32 j0 = c * span, j1 = n - j0 < span ? n : j0 + span;
     const typename Pol::K* p = keys + (i64)r * n;
-    // Warp-uniform steps: a warp whose 32 keys share one digit adds 32 at once (sorted
-    // runs and constant high bytes would otherwise serialize on one counter).
-    for (u32 jb = j0 + (u32)warp * 32; jb < j1; jb += blockDim.x) {
-      const u32 j = jb + (u32)lane;
-      const u32 d = j < j1 ? st::digit(st::order<Pol>(p[j], desc), shift) : 256u;
-      const u32 d0 = __shfl_sync(TF_FULL_MASK, d, 0);
-      if (__all_sync(TF_FULL_MASK, d == d0)) {
-        if (lane == 0 && d0 < 256u) atomicAdd(&h[warp][d0], 32u);
-      } else if (d < 256u) {
-        atomicAdd(&h[warp][d], 1u);
+    // Warp-uniform steps of 4 x 32 keys (4 loads in flight a thread); a warp whose 32 keys
+    // share one digit adds 32 at once (sorted runs and constant high bytes would otherwise
+    // serialize on one counter).
+    for (u32 jb = j0 + (u32)warp * 32; jb < j1; jb += 4 * blockDim.x) {
+      u32 d[4];
+#pragma unroll
+      for (int u = 0; u < 4; ++u) {
+        const u32 j = jb + (u32)u * blockDim.x + (u32)lane;
+        d[u] = j < j1 ? st::digit(st::order<Pol>(p[j], desc), shift) : 256u;
+      }
+#pragma unroll
+      for (int u = 0; u < 4; ++u) {
+        const u32 d0 = __shfl_sync(TF_FULL_MASK, d[u], 0);
+        if (__all_sync(TF_FULL_MASK, d[u] == d0)) {
+          if (lane == 0 && d0 < 256u) atomicAdd(&h[warp][d0], 32u);
+        } else if (d[u] < 256u) {
+          atomicAdd(&h[warp][d[u]], 1u);
+        }
       }
     }
     __syncthreads();
