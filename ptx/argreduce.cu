@@ -12,7 +12,7 @@
 // The winner of two (value, index) pairs: NaN beats every number, then the larger (max) or
 // smaller (min) value, and equal values (-0.0 == +0.0, NaN and NaN) go to the smaller
 // index. That is a total order on the pairs, so any combine tree gives the same result:
-// the first index of the maximum (the first NaN, if any), as jax.lax.argmax.
+// the first index of the maximum (the first NaN, if any), as np.argmax.
 #include "tenferro/reduce.cuh"
 
 namespace tf {
