@@ -3,10 +3,9 @@
 Semantics (shapes/reduction_axis.py): the axis is removed; the result is the index of the
 first maximum (minimum) along it; NaN beats every number, so a NaN anywhere gives the
 index of the first NaN (as ``np.argmax``; ``jax.lax.argmax`` lets NaN win too); -0.0 and
-+0.0 are equal. How it runs
-(shapes/reduction_arg.py): one or two passes of ``arg_reduce``, split winners in pool
-buffers freed (stream ordered) on return; the result is the same every run, whatever the
-split. Everything is enqueued on the session stream.
++0.0 are equal. How it runs (shapes/reduction_arg.py): one or more passes of
+``arg_reduce``, split winners in pool buffers freed (stream ordered) on return; the result
+is the same every run, whatever the split. Everything is enqueued on the session stream.
 """
 
 from __future__ import annotations
