@@ -198,14 +198,24 @@ def test_repeated_call_checks_residency(blas, ctx, s):
 
 
 def test_capture_takes_the_full_path(blas, ctx, s):
-    """During a capture the planned run is not used: the call plans again, and its upload
-    (which a real capture refuses) is asked for."""
+    """During a capture the planned run is not used: the call plans again, its address
+    array goes to the capture as a constant of the graph (not through the stream), and
+    that plan is not kept for later calls."""
     cfg = GroupedGemmConfig(_mixed(ctx))
     s.grouped_gemm(cfg)
+    planned = ctx.memo.get(("grouped_gemm", id(cfg)))
     ctx.calls.clear()
-    ctx.capture = object()
+    constants = []
+
+    class Capture:
+        def upload_constant(self, dst, data, op):
+            constants.append((dst, data.nbytes, op))
+
+    ctx.capture = Capture()
     s.grouped_gemm(cfg)
-    assert [c[0] for c in ctx.calls].count("upload") == 1
+    assert [c[0] for c in ctx.calls].count("upload") == 0
+    assert len(constants) == 1 and constants[0][2] == "grouped_gemm"
+    assert ctx.memo.get(("grouped_gemm", id(cfg))) is planned
     ctx.capture = None
     ctx.calls.clear()
     s.grouped_gemm(cfg)
