@@ -275,7 +275,10 @@ class CaptureScope:
         if state.abandoned:
             graph._state = None
             if exc_type is None:
-                raise refused(state.abandoned)
+                if state.refused:
+                    raise refused(state.refused)
+                raise RuntimeStateError(f"the capture was abandoned by {state.abandoned}; "
+                                        "nothing was recorded", op="capture")
             return
         if ctx.thread != _ident():
             raise RuntimeStateError("a capture ends on the thread that began it", op="capture")

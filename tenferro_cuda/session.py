@@ -257,6 +257,8 @@ class _SessionScope:
                 f"a session for device {self._device} is already open on this thread; "
                 "use that session instead of entering a second one", op=op, kind="reentered")
         self._guard = ScopeGuard(runtime.context, op)
+        if ctx.capture is not None:  # left open by a capture scope that never exited
+            ctx.capture.abandon("a new session")
         ctx.session_open = True
         self._session = CudaExecSession._open(runtime, ctx, _TOKEN)
         return self._session
@@ -271,6 +273,8 @@ class _SessionScope:
         try:
             if not ctx.closed:
                 with ctx.runtime.current():
+                    if ctx.capture is not None:  # a capture scope that never exited
+                        ctx.capture.abandon("the session's exit")
                     ctx.flush()
         finally:
             guard.exit()

@@ -140,7 +140,7 @@ class CaptureState:
     """One capture in progress on one execution context (see the module docstring)."""
 
     __slots__ = ("ctx", "memory", "external", "kept", "ops", "table_users", "abandoned",
-                 "blas_workspace")
+                 "refused", "blas_workspace")
 
     def __init__(self, ctx: ExecContext, memory: GraphMemory) -> None:
         self.ctx, self.memory = ctx, memory
@@ -148,7 +148,8 @@ class CaptureState:
         self.kept: dict[int, DeviceBuffer] = {}  # alloc_id -> buffer the graph uses
         self.ops: list[str] = []
         self.table_users: set[int] = set()  # id of tensors given to a TABLE_OPS op
-        self.abandoned = ""  # the op that ended the capture early
+        self.abandoned = ""  # why the capture ended early: a refused op, a session's end
+        self.refused = ""  # the op refused, when that was why
         self.blas_workspace: DeviceBuffer | None = None
 
     def admit(self, op: str, args: tuple) -> None:
@@ -193,6 +194,8 @@ class CaptureState:
 
     def refuse(self, op: str) -> None:
         """Abandon the capture and raise the "not allowed during capture" error."""
+        if not self.abandoned:
+            self.refused = op
         self.abandon(op)
         raise refused(op)
 

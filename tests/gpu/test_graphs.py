@@ -383,3 +383,36 @@ def test_grouped_gemm_is_captured_with_its_table_in_graph_memory(s, rng):
     g.close()
     s.grouped_gemm(config)
     s.synchronize()
+
+
+def test_a_capture_scope_that_never_exits_ends_with_the_session():
+    with tc.cuda_exec_session(0) as s:
+        x = up(s, np.ones(16, np.float32))
+        scope = s.capture()
+        g = scope.__enter__()  # never exited
+        s.add(x, x)
+        assert capturing(s) == 1
+    with tc.cuda_exec_session(0) as s:
+        assert capturing(s) == 0
+        y = s.add(up(s, np.ones(4, np.float32)), up(s, np.ones(4, np.float32)))
+        assert np.array_equal(down(s, y), np.full(4, 2, np.float32))
+    with pytest.raises(tc.RuntimeStateError):
+        g.replay()
+    del scope
+    import gc
+
+    gc.collect()  # collecting the scope touches nothing
+
+
+def test_an_abandoned_scope_left_capturing_is_ended_by_the_next_session():
+    with tc.cuda_exec_session(0) as s:
+        stream = s.stream_handle
+    scope = tc.cuda_exec_session(0)
+    s = scope.__enter__()  # a session scope never exited, with a capture left open
+    s.capture().__enter__()
+    s._scope.alive = False  # as the scope's collection would leave it
+    s._ctx.session_open = False
+    with tc.cuda_exec_session(0) as s2:
+        assert _driver_graph.is_capturing(stream) == 0
+        x = up(s2, np.ones(4, np.float32))
+        assert np.array_equal(down(s2, s2.add(x, x)), np.full(4, 2, np.float32))
