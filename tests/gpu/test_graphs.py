@@ -412,7 +412,10 @@ def test_an_abandoned_scope_left_capturing_is_ended_by_the_next_session():
     s.capture().__enter__()
     s._scope.alive = False  # as the scope's collection would leave it
     s._ctx.session_open = False
-    with tc.cuda_exec_session(0) as s2:
-        assert _driver_graph.is_capturing(stream) == 0
-        x = up(s2, np.ones(4, np.float32))
-        assert np.array_equal(down(s2, s2.add(x, x)), np.full(4, 2, np.float32))
+    try:
+        with tc.cuda_exec_session(0) as s2:
+            assert _driver_graph.is_capturing(stream) == 0
+            x = up(s2, np.ones(4, np.float32))
+            assert np.array_equal(down(s2, s2.add(x, x)), np.full(4, 2, np.float32))
+    finally:
+        assert int(d.cuCtxPopCurrent()[0]) == 0  # the abandoned scope's entry on the stack
