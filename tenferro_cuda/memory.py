@@ -195,12 +195,12 @@ class _Arena:
             self.absorb()
         if nbytes <= RECYCLE_LIMIT:
             nbytes = (nbytes + _GRANULE - 1) & -_GRANULE
-        if self.graph is not None:
-            return self.graph.alloc(nbytes, op)
         if pool.limit is not None and pool.live_bytes + nbytes > pool.limit:
             raise OutOfMemoryError(
                 f"allocating {nbytes} bytes would exceed the pool limit of {pool.limit} "
                 f"bytes ({pool.live_bytes} live)", op=op, requested_bytes=nbytes)
+        if self.graph is not None:
+            return self.graph.alloc(nbytes, op)
         lst = self.lists.get(nbytes) if nbytes <= RECYCLE_LIMIT else None
         if lst:
             self.cached_bytes -= nbytes

@@ -78,16 +78,12 @@ class GraphMemory:
         self.closed = False
 
     def alloc(self, nbytes: int, op: str) -> DeviceBuffer:
-        """A graph-owned buffer of ``nbytes`` (already rounded by the arena)."""
-        from ..errors import OutOfMemoryError
+        """A graph-owned buffer of ``nbytes`` (rounded, and checked against the pool's
+        limit, by the arena's ``_alloc``)."""
         from ..memory import DeviceBuffer
 
         arena = self.arena
         pool = arena.pool
-        if pool.limit is not None and pool.live_bytes + nbytes > pool.limit:
-            raise OutOfMemoryError(
-                f"allocating {nbytes} bytes would exceed the pool limit of {pool.limit} "
-                f"bytes ({pool.live_bytes} live)", op=op, requested_bytes=nbytes)
         saved = arena.saved_lists.get(nbytes)
         if saved:
             ptr = saved.pop()

@@ -200,10 +200,12 @@ def test_graph_memory_respects_the_pool_limit(driver):
     ctx = FakeCtx()
     ctx.home.pool.limit = 100
     memory = cap.GraphMemory(ctx.home, 99)
+    ctx.home.begin_graph(memory)
     from tenferro_cuda.errors import OutOfMemoryError
 
     with pytest.raises(OutOfMemoryError):
-        memory.alloc(512, "add")
+        ctx.home.alloc(512, "add")
+    ctx.home.end_graph()
 
 
 def _ready_graph(driver, session, tensors, blocks=()):
