@@ -6,8 +6,7 @@ session (``cuda_exec_session``), and NVRTC by the first compile.
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
-
+from ._version import __version__
 from .configs.dot import DotGeneralAccumulation, DotGeneralConfig, GemmJob, GroupedGemmConfig
 from .configs.elementwise import CompareDir, ElementwiseReadOp
 from .configs.fusion import ElementwiseFusionPlan, FusionInstruction

@@ -20,7 +20,7 @@ import time
 
 import numpy as np
 
-from . import __version__
+from ._version import __version__
 from .errors import CompileError, CudaDeviceError, ValidationError
 from .kernels.registry import family_names
 

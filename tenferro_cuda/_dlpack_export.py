@@ -57,6 +57,7 @@ from .dlpack import (
     dl_code_bits,
 )
 from .errors import RuntimeStateError
+from .tensor import install_export
 
 __all__ = ["export_capsule", "live_exports", "dlpack_device"]
 
@@ -297,3 +298,6 @@ def live_exports(tensor=None) -> int:
     if tensor is None:
         return len(_exports)
     return sum(1 for record in list(_exports.values()) if record[1] is tensor)
+
+
+install_export(capsule=export_capsule, device=dlpack_device)

@@ -25,7 +25,7 @@ from typing import NamedTuple
 from .dlpack import release_function
 from .dtypes import DType
 from .errors import RuntimeStateError, UnsupportedDTypeError, UnsupportedError, ValidationError
-from .tensor import is_row_major
+from .tensor import install_export, is_row_major
 
 __all__ = ["typestr", "dtype_from_typestr", "export_interface", "parse_interface", "CAIInfo",
            "interface_of", "HeldProducer"]
@@ -243,3 +243,6 @@ class HeldProducer:
 
 def _drop(obj: object) -> None:
     """The release of a held producer: its last reference goes with the call's argument."""
+
+
+install_export(interface=export_interface)

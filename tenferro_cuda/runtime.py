@@ -24,6 +24,7 @@ from .errors import ContextLostError, CudaDeviceError, RuntimeStateError
 from .exec import guard
 from .exec.authority import Authority
 from .exec.context import ExecContext
+from .exec.device_errors import error_code, error_message
 from .exec.memo import BoundedCache
 from .kernels.compiler import compile_cached, compile_family, shared_cache
 from .memory import MemoryPool
@@ -95,24 +96,6 @@ class AllocationDomainId:
 
 RESOURCE_LIMIT = 256  # extension resources kept per runtime
 _serials = itertools.count(1)
-_error_lock = threading.Lock()
-_error_messages: list[str] = ["no error"]
-
-
-def error_code(op: str, reason: str) -> int:
-    """A code for a deferred device error, stable for the process."""
-    message = f"{reason} in {op}"
-    with _error_lock:
-        if message not in _error_messages:
-            _error_messages.append(message)
-        return _error_messages.index(message)
-
-
-def error_message(code: int) -> str:
-    with _error_lock:
-        if 0 <= code < len(_error_messages):
-            return _error_messages[code]
-    return f"device error code {code}"
 
 
 def _read_info(ordinal: int, dev) -> CudaDeviceInfo:

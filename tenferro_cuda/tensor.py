@@ -24,7 +24,7 @@ from .exec.memo import BoundedCache
 if TYPE_CHECKING:
     from .memory import DeviceBuffer
 
-__all__ = ["Tensor", "TensorView", "compact_strides", "is_row_major"]
+__all__ = ["Tensor", "TensorView", "compact_strides", "is_row_major", "install_export"]
 
 
 _STRIDES: BoundedCache = BoundedCache(4096)  # memo of compact_strides for tuple shapes
@@ -198,20 +198,23 @@ class _Strided:
             flat[self.offset:], self.shape, [s * item for s in self.strides], writeable=False
         ) if all(s >= 0 for s in self.strides) else _negative_view(flat, self)
 
-    # --- interop: DLPack and the CUDA Array Interface (_dlpack_export.py, cai.py) -------
+    # --- interop: DLPack and the CUDA Array Interface ----------------------------------
+    # The export protocol is the interop layer's (_dlpack_export.py, cai.py, above this
+    # module), installed here by ``install_export`` when that layer is imported; the
+    # session imports it, and a device tensor exists only through a session.
     def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
         """A DLPack capsule over this device tensor's memory (stream-ordered; see
         docs/interop.md). ``stream``: the consumer's stream -- None or 1 (legacy default),
         2 (per-thread default), -1 (no synchronization), a handle, or an object with
         ``__cuda_stream__``."""
-        return (_INTEROP or _interop())[0](self, stream, max_version, dl_device, copy)
+        return _EXPORT[0](self, stream, max_version, dl_device, copy)
 
     def __dlpack_device__(self) -> tuple[int, int]:
-        return (_INTEROP or _interop())[1](self)
+        return _EXPORT[1](self)
 
     @property
     def __cuda_array_interface__(self) -> dict:
-        return (_INTEROP or _interop())[2](self)
+        return _EXPORT[2](self)
 
     # --- numpy: host tensors convert, device tensors refuse ----------------------------
     def __array__(self, dtype=None, copy=None) -> np.ndarray:
@@ -251,15 +254,42 @@ class _Strided:
         return f"{kind}(shape={self.shape}, dtype={self.dtype.value}, {where})"
 
 
-_INTEROP: list = []  # export_capsule, dlpack_device, export_interface (loaded on first use)
+def _host_capsule(tensor, stream, max_version, dl_device, copy):
+    if tensor.base.buffer is None:
+        raise BufferError("__dlpack__: this is a host tensor; export GPU tensors only "
+                          "(tensor.numpy() gives the host data)")
+    raise _not_installed("__dlpack__")
 
 
-def _interop() -> list:
-    from ._dlpack_export import dlpack_device, export_capsule
-    from .cai import export_interface
+def _host_device(tensor) -> tuple[int, int]:
+    if tensor.base.buffer is None:
+        return (1, 0)  # (kDLCPU, 0)
+    raise _not_installed("__dlpack_device__")
 
-    _INTEROP[:] = [export_capsule, dlpack_device, export_interface]
-    return _INTEROP
+
+def _host_interface(tensor) -> dict:
+    if tensor.base.buffer is None:
+        raise AttributeError("a host tensor has no __cuda_array_interface__ "
+                             "(tensor.numpy() gives the host data)")
+    raise _not_installed("__cuda_array_interface__")
+
+
+def _not_installed(op: str) -> RuntimeStateError:
+    return RuntimeStateError("the interop layer (tenferro_cuda.ops.interop) is not loaded; "
+                             "device tensors come from a session, which loads it", op=op)
+
+
+# export_capsule, dlpack_device, export_interface: host tensors only until the interop
+# layer installs its functions (which answer for host tensors the same way).
+_EXPORT: list = [_host_capsule, _host_device, _host_interface]
+
+
+def install_export(*, capsule=None, device=None, interface=None) -> None:
+    """Install the device-tensor export protocol: ``_dlpack_export`` installs the DLPack
+    functions and ``cai`` the interface when each is imported."""
+    for i, fn in enumerate((capsule, device, interface)):
+        if fn is not None:
+            _EXPORT[i] = fn
 
 
 def _negative_view(flat: np.ndarray, v: _Strided) -> np.ndarray:

@@ -7,6 +7,7 @@ objects that each hold one rule of the session contract.
 - ``aliasing`` -- the one overlap rule for outputs;
 - ``authority`` -- scopes, and the refusal to copy or pickle what carries authority;
 - ``memo.BoundedCache`` -- the one memo utility;
+- ``device_errors`` -- the codes of deferred device errors;
 - ``entry`` -- the op entry of the session facade (thread, scope, runtime, context);
 - ``blas`` -- cuBLAS for one execution context.
 

@@ -24,6 +24,7 @@ from ..dtypes import DType
 from ..tensor import Tensor
 from . import guard
 from .authority import Authority
+from .device_errors import error_code
 from .memo import BoundedCache
 
 if TYPE_CHECKING:
@@ -195,8 +196,6 @@ class ExecContext(Authority):
 
     def error_code(self, op: str, reason: str) -> int:
         """The code a kernel writes to the error word for ``reason`` in ``op``."""
-        from ..runtime import error_code
-
         return error_code(op, reason)
 
     # --- libraries and deferred work ---------------------------------------------------------

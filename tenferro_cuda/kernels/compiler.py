@@ -20,6 +20,7 @@ from pathlib import Path
 
 from .. import _nvrtc
 from .._nvrtc import CompiledProgram
+from .._version import __version__
 from . import toolchain
 from .cache import KernelCache, cache_key
 from .registry import INCLUDE_DIR, family
@@ -91,8 +92,6 @@ def _compile(source: str, source_name: str, expressions: tuple[str, ...], arch: 
              extra_options: tuple[str, ...], cache: KernelCache | None,
              op: str) -> tuple[CompiledProgram, bool]:
     """``compile_cached``, and whether NVRTC compiled the program (False: a cache hit)."""
-    from .. import __version__
-
     cache = cache if cache is not None else shared_cache()
     options = options_for(arch, extra_options)
     nvrtc = toolchain.version(cache.directory)

@@ -30,7 +30,8 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from ... import _foreign
+# _dlpack_export (imported for that alone) and cai install Tensor's export protocol.
+from ... import _dlpack_export, _foreign  # noqa: F401
 from ...cai import HeldProducer, interface_of, parse_interface
 from ...dlpack import CAPSULE_TYPE, DLPACK_VERSION, check_device, consume, read_capsule
 from ...dtypes import DType

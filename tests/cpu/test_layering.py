@@ -1,0 +1,157 @@
+"""The package's modules import one another without circles.
+
+Every ``import`` counts, at module level or inside a function (a lazy import is still a
+dependency), except those under ``if TYPE_CHECKING:`` (annotations of an owner's back
+reference: the runtime and its execution contexts, a context and its cuBLAS and capture
+state). The tensor layer answers the export protocols for host tensors itself; the interop
+layer above it installs the device side (``tensor.install_export``), so the tensor never
+imports it.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[2] / "tenferro_cuda"
+
+
+def _targets(node: ast.AST, module: str, is_package: bool, modules) -> list[str]:
+    """The modules an import statement loads (``from . import x``: ``x`` when it is a
+    module, else the package)."""
+    if isinstance(node, ast.Import):
+        return [alias.name for alias in node.names]
+    assert isinstance(node, ast.ImportFrom)
+    origin = node.module or ""
+    if node.level:
+        base = module.split(".")
+        if not is_package:
+            base.pop()
+        base = base[:len(base) - (node.level - 1)]
+        origin = ".".join(base + ([node.module] if node.module else []))
+    names = [f"{origin}.{alias.name}" for alias in node.names]
+    return [n if n in modules else origin for n in names]
+
+
+def import_graph(package: Path = PACKAGE) -> dict[str, set[str]]:
+    """module -> the modules of ``package`` it imports (typing-only imports left out);
+    modules are named from the package's parent folder."""
+    files = {}
+    for path in package.rglob("*.py"):
+        parts = list(path.relative_to(package.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        files[".".join(parts)] = path
+    graph: dict[str, set[str]] = {name: set() for name in files}
+    for name, path in files.items():
+        tree = ast.parse(path.read_text())
+        skip = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+                skip.update(id(n) for stmt in node.body for n in ast.walk(stmt))
+        for node in ast.walk(tree):
+            if not isinstance(node, (ast.Import, ast.ImportFrom)) or id(node) in skip:
+                continue
+            for target in _targets(node, name, path.name == "__init__.py", files):
+                if target in files and target != name:
+                    graph[name].add(target)
+    return graph
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_no_import_circles():
+    assert circles(import_graph()) == []
+
+
+def test_the_circle_finder_finds_a_lazy_circle(tmp_path):
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "low.py").write_text("def f():\n    from .high import g\n    return g\n")
+    (package / "high.py").write_text("from .low import f\n")
+    (package / "typed.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .high import f\n")
+    assert circles(import_graph(package)) == [["pkg.high", "pkg.low"]]
+
+
+@pytest.mark.parametrize("module", ["tenferro_cuda.tensor", "tenferro_cuda.dlpack",
+                                    "tenferro_cuda.exec.context"])
+def test_lower_layers_never_reach_the_interop_layer(module):
+    graph = import_graph()
+    seen, todo = set(), [module]
+    while todo:
+        for nxt in graph[todo.pop()] - seen:
+            seen.add(nxt)
+            todo.append(nxt)
+    if module != "tenferro_cuda.dlpack":
+        assert "tenferro_cuda._dlpack_export" not in seen
+        assert "tenferro_cuda.cai" not in seen
+    assert "tenferro_cuda.ops.interop" not in seen
+
+
+def test_host_tensors_answer_the_export_protocols_without_the_interop_layer():
+    code = textwrap.dedent("""
+        import json, sys
+        import numpy as np
+        from tenferro_cuda import Tensor
+        t = Tensor.from_numpy(np.arange(3.0))
+        facts = [list(t.__dlpack_device__()), hasattr(t, "__cuda_array_interface__")]
+        try:
+            t.__dlpack__()
+        except BufferError as exc:
+            facts.append("BufferError: " + str(exc)[:10])
+        facts.append(sorted(m for m in sys.modules
+                            if m in ("tenferro_cuda._dlpack_export", "tenferro_cuda.cai")))
+        print(json.dumps(facts))
+    """)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout) == [[1, 0], False, "BufferError: __dlpack__", []]
+
+
+def test_the_interop_layer_installs_the_device_side():
+    from tenferro_cuda import _dlpack_export, cai, tensor
+
+    assert tensor._EXPORT == [_dlpack_export.export_capsule, _dlpack_export.dlpack_device,
+                              cai.export_interface]
