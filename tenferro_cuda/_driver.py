@@ -215,15 +215,20 @@ def ctx_create(dev):
 
 
 def ctx_stack_take() -> list:
-    """Pop the calling thread's whole context stack; its entries, bottom to top."""
+    """Pop the calling thread's whole context stack; its entries, bottom to top. When a
+    call fails part-way, what was popped is pushed back before the error is raised."""
     taken = []
-    for _ in range(_STACK_LIMIT):
-        status, current = _d.cuCtxGetCurrent()
-        if status:
-            _fail("cuCtxGetCurrent", status)
-        if not int(current):
-            break
-        taken.append(check(_d.cuCtxPopCurrent(), "cuCtxPopCurrent"))
+    try:
+        for _ in range(_STACK_LIMIT):
+            status, current = _d.cuCtxGetCurrent()
+            if status:
+                _fail("cuCtxGetCurrent", status)
+            if not int(current):
+                break
+            taken.append(check(_d.cuCtxPopCurrent(), "cuCtxPopCurrent"))
+    except BaseException:
+        ctx_stack_put(reversed(taken), strict=False)
+        raise
     taken.reverse()
     return taken
 

@@ -58,15 +58,17 @@ class ScopeGuard:
 
     def __init__(self, ours: Any, op: str) -> None:
         """Snapshot the stack and push ``ours``; BackendSourceError (and the stack as it
-        was) when that fails."""
+        was) when that fails. An entry of the caller's stack that the driver refuses to
+        push back (a destroyed context) is reported on stderr and left out: every other
+        entry keeps its place."""
         self.op = op
         self.open = False
-        self.saved = _driver.ctx_stack_take()
-        try:
-            _driver.ctx_stack_put(self.saved)
-        except BackendSourceError as exc:
-            raise BackendSourceError(f"cannot restore the CUDA context stack: {exc}",
-                                     op=op) from exc.__cause__
+        taken = _driver.ctx_stack_take()
+        self.saved = [ctx for ctx in taken if _driver.ctx_stack_put((ctx,), strict=False)
+                      is None]
+        if len(self.saved) != len(taken):  # a context the driver refuses (destroyed)
+            _report(op, RuntimeError(f"{len(taken) - len(self.saved)} context(s) of the "
+                                     "caller's stack could not be pushed back"))
         try:
             _driver.ctx_push(ours)
         except BackendSourceError as exc:

@@ -1,0 +1,106 @@
+"""A model of the CUDA driver's per-thread context stack, for the context guard's CPU
+tests: ``cuCtxGetCurrent``, ``cuCtxPushCurrent``, ``cuCtxPopCurrent`` and
+``cuCtxSetCurrent`` with the driver's documented semantics, returning cuda.bindings'
+``(status, *values)`` tuples.
+
+- Push puts a context on top (NULL: CUDA_ERROR_INVALID_VALUE).
+- Pop takes the top off and returns it (empty stack: CUDA_ERROR_INVALID_CONTEXT).
+- SetCurrent replaces the top (pushes onto an empty stack); NULL pops the top (nothing on
+  an empty stack).
+- GetCurrent returns the top, or NULL.
+
+Contexts are ints (``Ctx`` wraps one so that ``int(ctx)`` works as for ``CUcontext``).
+``install(monkeypatch)`` puts the model under ``tenferro_cuda._driver`` (the raw
+bindings module and its checked wrappers), so ``exec/guard.py`` runs unchanged over it.
+``refuse`` holds contexts whose push fails, ``refuse_pop`` those whose pop fails (a driver
+error), to test rollbacks.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from tenferro_cuda import _driver
+
+SUCCESS = 0
+INVALID_VALUE = 1
+INVALID_CONTEXT = 201
+
+
+class Ctx(int):
+    """A context handle: an int that prints as one."""
+
+    def __repr__(self) -> str:
+        return f"Ctx({int(self)})"
+
+
+NULL = Ctx(0)
+
+
+class ContextStacks:
+    """One context stack per thread."""
+
+    def __init__(self) -> None:
+        self._local = threading.local()
+        self.calls: list[str] = []
+        self.refuse: set[int] = set()
+        self.refuse_pop: set[int] = set()
+
+    @property
+    def stack(self) -> list[Ctx]:
+        """The calling thread's stack, bottom to top (the model's own list)."""
+        stack = getattr(self._local, "stack", None)
+        if stack is None:
+            stack = self._local.stack = []
+        return stack
+
+    def cuCtxGetCurrent(self):
+        self.calls.append("get")
+        return (SUCCESS, self.stack[-1] if self.stack else NULL)
+
+    def cuCtxPushCurrent(self, ctx):
+        self.calls.append("push")
+        if not int(ctx) or int(ctx) in self.refuse:
+            return (INVALID_VALUE,)
+        self.stack.append(Ctx(int(ctx)))
+        return (SUCCESS,)
+
+    def cuCtxPopCurrent(self):
+        self.calls.append("pop")
+        if not self.stack or int(self.stack[-1]) in self.refuse_pop:
+            return (INVALID_CONTEXT, NULL)
+        return (SUCCESS, self.stack.pop())
+
+    def cuCtxSetCurrent(self, ctx):
+        self.calls.append("set")
+        if not int(ctx):
+            if self.stack:
+                self.stack.pop()
+        elif self.stack:
+            self.stack[-1] = Ctx(int(ctx))
+        else:
+            self.stack.append(Ctx(int(ctx)))
+        return (SUCCESS,)
+
+    def CUresult(self, code: int):  # noqa: N802 - the bindings' name (status_name)
+        raise ValueError(code)
+
+
+def install(monkeypatch) -> ContextStacks:
+    """Put a fresh model under ``tenferro_cuda._driver``; returns it."""
+    model = ContextStacks()
+
+    def checked(api: str):
+        fn = getattr(model, api)
+
+        def call(*args):
+            return _driver.check(fn(*args), api)
+
+        return call
+
+    monkeypatch.setattr(_driver, "_d", model)
+    monkeypatch.setattr(_driver, "get_current_unchecked", model.cuCtxGetCurrent)
+    for name, api in (("ctx_get_current", "cuCtxGetCurrent"), ("ctx_push", "cuCtxPushCurrent"),
+                      ("ctx_pop", "cuCtxPopCurrent"), ("ctx_set_current", "cuCtxSetCurrent")):
+        monkeypatch.setattr(_driver, name, checked(api))
+    return model
