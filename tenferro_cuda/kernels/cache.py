@@ -6,9 +6,10 @@ expressions (``cache_key``). Disk entries live under ``$TENFERRO_CUDA_CACHE_DIR`
 (default ``~/.cache/tenferro_cuda``) as ``<key>.tfk``: a magic, the sha256 of the
 payload, then the payload (JSON header with the entry's full key and the lowered names,
 then the image). Writes are atomic (temporary file + ``os.replace``). On read an entry
-must carry the key it is read for: a file whose checksum or structure is wrong, or that
-holds another key's program (files swapped or copied over each other), reads as a miss
-and is recompiled. A directory that cannot be written gives one warning and the cache
+must carry the key it is read for and lower every name expression asked for: a file whose
+checksum or structure is wrong, or that holds another key's program (files swapped or
+copied over each other, or rewritten with another key), reads as a miss and is
+recompiled. A directory that cannot be written gives one warning and the cache
 continues in memory.
 """
 
@@ -55,8 +56,9 @@ def encode_entry(program: CompiledProgram, key: str) -> bytes:
     return _HEADER.pack(MAGIC, hashlib.sha256(payload).digest(), len(meta)) + payload
 
 
-def decode_entry(blob: bytes, key: str) -> CompiledProgram | None:
-    """The program in ``blob`` if it is intact and was stored under ``key``; else None."""
+def decode_entry(blob: bytes, key: str, names: tuple[str, ...] = ()) -> CompiledProgram | None:
+    """The program in ``blob`` if it is intact, was stored under ``key`` and lowers every
+    name expression of ``names``; else None."""
     if len(blob) < _HEADER.size:
         return None
     magic, digest, meta_len = _HEADER.unpack_from(blob)
@@ -68,6 +70,8 @@ def decode_entry(blob: bytes, key: str) -> CompiledProgram | None:
         if meta["key"] != key:
             return None
         lowered = {str(k): str(v) for k, v in dict(meta["lowered"]).items()}
+        if any(name not in lowered for name in names):
+            return None
         return CompiledProgram(bytes(payload[meta_len:]), lowered, str(meta["log"]))
     except (ValueError, KeyError, TypeError, AttributeError):
         return None
@@ -89,13 +93,15 @@ class KernelCache:
     def path_for(self, key: str) -> Path:
         return self.directory / f"{key}.tfk"
 
-    def get(self, key: str) -> CompiledProgram | None:
+    def get(self, key: str, names: tuple[str, ...] = ()) -> CompiledProgram | None:
+        """The program stored under ``key`` (memory, then disk), or None. A disk entry
+        must also lower every name expression of ``names``."""
         with self._lock:
             prog = self._memory.get(key)
             if prog is not None:
                 self.stats["memory_hits"] += 1
                 return prog
-        prog = self._read_disk(key)
+        prog = self._read_disk(key, names)
         with self._lock:
             if prog is None:
                 self.stats["misses"] += 1
@@ -113,7 +119,7 @@ class KernelCache:
     def _remember(self, key: str, program: CompiledProgram) -> None:
         self._memory.put(key, program)
 
-    def _read_disk(self, key: str) -> CompiledProgram | None:
+    def _read_disk(self, key: str, names: tuple[str, ...]) -> CompiledProgram | None:
         if not self._disk_ok:
             return None
         path = self.path_for(key)
@@ -124,7 +130,7 @@ class KernelCache:
         except OSError as exc:
             self._disable(f"cannot read {path}: {exc}")
             return None
-        prog = decode_entry(blob, key)
+        prog = decode_entry(blob, key, names)
         if prog is None:
             with self._lock:
                 self.stats["corrupt"] += 1

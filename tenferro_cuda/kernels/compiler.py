@@ -96,7 +96,7 @@ def _compile(source: str, source_name: str, expressions: tuple[str, ...], arch: 
     options = options_for(arch, extra_options)
     nvrtc = toolchain.version(cache.directory)
     key = cache_key((source, headers_digest(), *options, nvrtc, __version__, *expressions))
-    prog = cache.get(key)
+    prog = cache.get(key, expressions)
     if prog is not None:
         return prog, False
     start = time.perf_counter()

@@ -294,3 +294,24 @@ def test_clear_memory(tmp_path):
     cache.clear_memory()
     assert cache.get(key) == _program()
     assert cache.stats["disk_hits"] == 1
+
+
+def test_an_entry_rewritten_under_another_key_is_a_miss_not_a_key_error(tmp_path):
+    """An intact entry of one program, re-labelled with another key (checksum recomputed):
+    the names asked for are not in it, so it is a miss, never a KeyError later."""
+    import hashlib
+    import json
+    import struct
+
+    key = C.cache_key(("b",))
+    meta = json.dumps({"key": key, "lowered": {"tf::a<float>": "_Z1a"}, "log": ""}).encode()
+    payload = meta + b"image of a"
+    blob = C.MAGIC + hashlib.sha256(payload).digest() + struct.pack("<I", len(meta)) + payload
+    assert C.decode_entry(blob, key) is not None  # intact and of this key
+    assert C.decode_entry(blob, key, ("tf::b<float>",)) is None
+    cache = C.KernelCache(tmp_path)
+    tmp_path.mkdir(exist_ok=True)
+    cache.path_for(key).write_bytes(blob)
+    assert cache.get(key, ("tf::b<float>",)) is None
+    assert cache.stats["corrupt"] == 1
+    assert C.KernelCache(tmp_path).get(key, ("tf::a<float>",)) is not None
