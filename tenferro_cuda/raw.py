@@ -275,7 +275,7 @@ class RawSession(Authority):
         """A new compact device tensor (contents undefined)."""
         ctx = self._check()
         shape_t = _shape(shape, self.op)
-        return ctx.alloc(as_dtype(dtype), shape_t, self.op)
+        return self._device(ctx.alloc, as_dtype(dtype), shape_t, self.op)
 
     def alloc_bytes(self, nbytes: int) -> Tensor:
         """A new uint8 device tensor of ``nbytes`` elements."""

@@ -340,3 +340,51 @@ def test_random_walk_of_1000_steps(contexts):
         cm, saved, _ = open_scopes.pop()
         cm.__exit__(None, None, None)
         assert stack() == saved
+
+
+AXPY = r'''extern "C" __global__ void axpy(float a, const float* x, float* y, long long n) {
+  long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+  if (i < n) y[i] += a * x[i]; }'''
+
+
+@pytest.mark.parametrize("user", ["foreign", "none", "two_foreign"])
+def test_lent_methods_leave_the_bodys_context(contexts, user):
+    """A raw/kernel body makes another context current (or pops ours); every method of
+    the sub-sessions still runs on ours and leaves the body's stack exactly so."""
+    p, fa, fb = contexts
+    with tc.cuda_exec_session(0) as s:
+        x = s.upload_host_tensor(np.arange(256, dtype=np.float32))
+        with s.kernels("test.lent") as ks:
+            raw = ks._raw
+            if user == "foreign":
+                push(fa)
+            elif user == "none":
+                pop()
+            else:
+                push(fa)
+                push(fb)
+            before = stack()
+            y = raw.alloc_output(tc.float32, (256,))
+            assert stack() == before
+            raw.copy_bytes(y, x, 256 * 4)
+            assert stack() == before
+            fn = raw.compile_nvrtc(AXPY).function("axpy")
+            assert stack() == before
+            raw.launch(fn, tc.LaunchConfig(grid=1, block=256),
+                       [tc.KernelArg.f32(2.0), tc.KernelArg.pointer(raw.tensor(x)),
+                        tc.KernelArg.pointer(raw.tensor_mut(y)), tc.KernelArg.i64(256)])
+            assert stack() == before
+            z = ks.alloc_zero_output(tc.float32, (256,))
+            ks.scale_tensor_write(y, 0.5)
+            ks.function("copy", "fill", "tf::u32")
+            host = raw.download_tensor(y).numpy()
+            zeros = raw.download_tensor(z).numpy()
+            assert stack() == before
+            if user == "none":
+                push(p)
+            else:
+                pop()
+                if user == "two_foreign":
+                    pop()
+        np.testing.assert_array_equal(host, 1.5 * np.arange(256, dtype=np.float32))
+        np.testing.assert_array_equal(zeros, np.zeros(256, np.float32))
