@@ -29,7 +29,7 @@ from typing import Any
 from . import _driver_graph as dg
 from .errors import BackendSourceError, RuntimeStateError, ValidationError
 from .exec import entry, guard
-from .exec.aliasing import byte_range
+from .exec.aliasing import byte_range, check_writable
 from .exec.authority import Authority
 from .exec.capture import CaptureState, GraphMemory, refused
 from .exec.residency import resident
@@ -44,8 +44,8 @@ class CudaGraph(Authority):
     """An instantiated capture of session work (see the module docstring)."""
 
     __slots__ = ("_session", "_ctx", "_state", "_graph", "_exec", "_memory", "_external",
-                 "_kept", "ops", "_fixed", "_spans", "_table", "_sites", "_shift", "_bound",
-                 "__weakref__")
+                 "_kept", "_ops", "_fixed", "_written", "_spans", "_table", "_sites",
+                 "_shift", "_bound", "__weakref__")
     _session: Any
     _ctx: Any
     _state: CaptureState | None
@@ -54,8 +54,9 @@ class CudaGraph(Authority):
     _memory: GraphMemory
     _external: dict[int, Any]  # id -> a tensor or view the capture was given
     _kept: tuple  # the buffers of those tensors
-    ops: tuple[str, ...]  # the captured ops' names, in order
+    _ops: tuple[str, ...]  # the captured ops' names, in order
     _fixed: set[int]  # id of tensors read through a device pointer table
+    _written: set[int]  # id of tensors the graph writes (outputs of _into ops)
     _spans: dict[int, tuple[int, int]]  # id -> the captured view's byte range
     _table: Any  # the NodeTable (read on the first rebinding)
     _sites: dict[int, list]
@@ -71,7 +72,8 @@ class CudaGraph(Authority):
         self._session, self._ctx, self._state = session, state.ctx, state
         self._graph = self._exec = 0
         self._memory = state.memory
-        self._external, self._kept, self.ops, self._fixed, self._spans = {}, (), (), set(), {}
+        self._external, self._kept, self._ops, self._fixed, self._spans = {}, (), (), set(), {}
+        self._written = set()
         self._table, self._sites, self._shift, self._bound = None, {}, {}, {}
         return self
 
@@ -79,19 +81,35 @@ class CudaGraph(Authority):
         self._graph, self._exec, self._state = graph, exe, None
         self._external = dict(state.external)
         self._kept = tuple(state.kept.values())
-        self.ops = tuple(state.ops)
+        self._ops = tuple(state.ops)
         self._fixed = set(state.table_users)
+        self._written = set(state.written)
         self._spans = {key: byte_range(t) for key, t in self._external.items()}
 
     # --- what it holds -----------------------------------------------------------------
     @property
     def inputs(self) -> tuple:
         """The tensors the capture was given (what ``replay(inputs=...)`` may rebind)."""
+        self._check_lent("inputs")
         return tuple(self._external.values())
 
     @property
+    def ops(self) -> tuple[str, ...]:
+        """The names of the captured ops, in order."""
+        self._check_lent("ops")
+        return self._ops
+
+    @property
     def closed(self) -> bool:
+        """Whether the graph was released (or its capture discarded)."""
+        self._check_lent("closed")
         return not self._exec
+
+    def _check_lent(self, op: str) -> None:
+        """The checks of every lent object: the session's thread and scope."""
+        if self._ctx.thread != _ident():
+            raise RuntimeStateError("this graph belongs to another thread", op=op)
+        self._session._scope.check(op)
 
     # --- replay ------------------------------------------------------------------------
     def _check(self, op: str) -> Any:
@@ -149,6 +167,8 @@ class CudaGraph(Authority):
                 raise ValidationError(f"inputs values must be tensors (got "
                                       f"{type(new).__name__})", op=op)
             resident(ctx, new, op, "input")
+            if id(key) in self._written:  # the graph writes it: no read-only memory
+                check_writable(new, op, "a rebound output")
             if (new.dtype, new.shape, new.strides) != (key.dtype, key.shape, key.strides):
                 raise ValidationError(
                     f"a rebound tensor must match the captured one in dtype, shape and "
@@ -231,12 +251,16 @@ class CudaGraph(Authority):
 
     def __repr__(self) -> str:
         state = ("capturing" if self._state is not None else
-                 "closed" if not self._exec else f"{len(self.ops)} ops")
+                 "closed" if not self._exec else f"{len(self._ops)} ops")
         return f"<CudaGraph {state}>"
 
 
-class CaptureScope:
-    """The ``with`` block of ``CudaExecSession.capture()``."""
+class CaptureScope(Authority):
+    """The ``with`` block of ``CudaExecSession.capture()``. Exited from another thread
+    (a suspended generator collected there, say), it ends nothing: the capture stays open
+    until the session's thread abandons it (a refused op, the session's exit, or the next
+    session's entry). On its own thread an exception, ``GeneratorExit`` included,
+    discards the capture."""
 
     __slots__ = ("_session", "_graph")
 
@@ -281,7 +305,10 @@ class CaptureScope:
                                         "nothing was recorded", op="capture")
             return
         if ctx.thread != _ident():
-            raise RuntimeStateError("a capture ends on the thread that began it", op="capture")
+            if exc_type is None:
+                raise RuntimeStateError("a capture ends on the thread that began it",
+                                        op="capture")
+            return
         with ctx.runtime.current():
             try:
                 if exc_type is None:

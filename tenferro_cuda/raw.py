@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import operator
 import struct
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -112,15 +113,27 @@ class DevicePointer(Authority):
     """A residency-checked device address and the byte span behind it, valid only inside
     the scope that lent it (``int(p)`` and ``p.address`` check thread and scope)."""
 
-    __slots__ = ("_address", "nbytes", "writable", "_scope")
+    __slots__ = ("_address", "_nbytes", "_writable", "_scope")
 
     def __init__(self, address: int, nbytes: int, writable: bool, scope: Scope) -> None:
-        self._address, self.nbytes, self.writable, self._scope = address, nbytes, writable, scope
+        self._address, self._nbytes, self._writable = address, nbytes, writable
+        self._scope = scope
 
     @property
     def address(self) -> int:
         self._scope.check("DevicePointer")
         return self._address
+
+    @property
+    def nbytes(self) -> int:
+        """The bytes from the address to the end of the tensor's buffer."""
+        self._scope.check("DevicePointer")
+        return self._nbytes
+
+    @property
+    def writable(self) -> bool:
+        self._scope.check("DevicePointer")
+        return self._writable
 
     def __int__(self) -> int:
         return self.address
@@ -129,8 +142,15 @@ class DevicePointer(Authority):
         return self.address
 
     def __repr__(self) -> str:
-        mode = "writable" if self.writable else "read-only"
-        return f"DevicePointer(0x{self._address:x}, {self.nbytes} B, {mode})"
+        if not _usable(self._scope):
+            return "DevicePointer(<scope ended or another thread>)"
+        mode = "writable" if self._writable else "read-only"
+        return f"DevicePointer(0x{self._address:x}, {self._nbytes} B, {mode})"
+
+
+def _usable(scope: Scope) -> bool:
+    """Whether ``scope`` is open on the calling thread (for reprs, which never raise)."""
+    return scope.live and scope.thread == threading.get_ident()
 
 
 class _Lent(Authority):
@@ -172,13 +192,18 @@ class StreamHandle(_Lent):
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, StreamHandle):
+            self._check()
+            other._check()
             return int(self._stream) == int(other._stream)
         return NotImplemented
 
     def __hash__(self) -> int:
-        return hash(int(self._stream))
+        self._check()
+        return hash((StreamHandle, int(self._stream)))  # not the handle's own value
 
     def __repr__(self) -> str:
+        if not _usable(self._scope):
+            return f"<StreamHandle ({self._what}; scope ended or another thread)>"
         return f"<StreamHandle 0x{int(self._stream):x} ({self._what})>"
 
     def cu_stream(self):
@@ -211,8 +236,10 @@ class Function(_Lent):
         self._scope, self._what = module._scope, "function"
 
     def attributes(self) -> dict[str, int]:
+        """Registers, shared and local bytes and the largest block of this kernel."""
         self._check()
-        return _driver.function_attributes(self._fn)
+        with self._module._ctx.runtime.current():
+            return _driver.function_attributes(self._fn)
 
 
 class RawSession(Authority):

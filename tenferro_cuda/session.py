@@ -20,6 +20,8 @@ the two sub-sessions.
 
 from __future__ import annotations
 
+import functools
+import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -151,6 +153,7 @@ class CudaExecSession(SessionOps, Authority):
 
     def raw(self, op: str) -> _SubScope:
         """The raw sub-session as a context manager: ``with s.raw(op) as raw: ...``."""
+        entry.check(self, op)
         return _SubScope(self, op, kernels=False)
 
     def with_kernels(self, op: str, fn: Callable[..., R]) -> R:
@@ -160,6 +163,7 @@ class CudaExecSession(SessionOps, Authority):
 
     def kernels(self, op: str) -> _SubScope:
         """The kernel sub-session as a context manager: ``with s.kernels(op) as ks: ...``."""
+        entry.check(self, op)
         return _SubScope(self, op, kernels=True)
 
     def __repr__(self) -> str:
@@ -186,9 +190,18 @@ def _read_host(address: int, n: int) -> bytes:
     return ctypes.string_at(address, n)
 
 
-class _SubScope:
-    """The ``with`` block of a raw or kernel sub-session (DESIGN 3.1, 3.2). A scope object
-    that is never exited only marks its sub-session dead when it is collected."""
+def _abandoned(exc_type: object, scope: Scope) -> bool:
+    """Whether a scope's ``__exit__`` must only abandon it: the scope or its session is
+    dead already, it is exited from another thread, or a generator that held it open was
+    closed (``GeneratorExit``: collected, at an arbitrary time)."""
+    return (exc_type is GeneratorExit or not scope.live
+            or scope.thread != threading.get_ident())
+
+
+class _SubScope(Authority):
+    """The ``with`` block of a raw or kernel sub-session (DESIGN 3.1, 3.2). A scope that
+    is never exited (collected, or left in a suspended generator) is only abandoned: its
+    sub-session dies and no context is touched."""
 
     __slots__ = ("_session", "_op", "_kernels", "_guard", "_scope")
 
@@ -207,16 +220,20 @@ class _SubScope:
         ctx = entry.check(session, op)  # 1. the session stream of the calling thread
         with ctx.runtime.current():
             ctx.flush()  # 2. pending work is enqueued before the body runs
-        self._guard = ScopeGuard(ctx.context, op)  # 3.-4. save the stack, push primary
-        self._scope = Scope("kernel session" if self._kernels else "raw session")
+        scope = Scope("kernel session" if self._kernels else "raw session", session._scope)
+        self._guard = ScopeGuard(ctx.context, op, scope.end)  # 3.-4. save, push primary
+        self._scope = scope
         cls = KernelSession if self._kernels else RawSession
-        return cls._make(session, ctx, self._scope, op)  # 5.
+        return cls._make(session, ctx, scope, op)  # 5.
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
         scope, guard = self._scope, self._guard
-        if scope is None or guard is None or not scope.alive:
+        if scope is None or guard is None or not guard.open:
             return
-        scope.alive = False
+        if _abandoned(exc_type, scope):
+            guard.abandon()
+            return
+        scope.end()
         try:
             if self._kernels:
                 ctx = self._session._ctx
@@ -226,17 +243,24 @@ class _SubScope:
             guard.exit()  # 6. the stack exactly as it was; best effort, never raises
 
     def __del__(self) -> None:
-        if self._scope is not None:
-            self._scope.alive = False
+        if self._guard is not None:
+            self._guard.abandon()
 
 
 if nvtx.enabled():
     nvtx.instrument(CudaExecSession)
 
 
-class _SessionScope:
-    """The ``with`` block of ``cuda_exec_session``; never exited, it only marks the
-    session dead (and the thread free to open another) when it is collected."""
+def _end_session(scope: Scope, ctx: ExecContext) -> None:
+    """The session is dead and the thread free to open another (no driver call)."""
+    scope.end()
+    ctx.session_open = False
+
+
+class _SessionScope(Authority):
+    """The ``with`` block of ``cuda_exec_session``. A scope that is never exited
+    (collected, or left in a suspended generator) is only abandoned: the session dies,
+    the thread may open another, and no context is touched."""
 
     __slots__ = ("_device", "_session", "_guard")
 
@@ -248,6 +272,10 @@ class _SessionScope:
     def __enter__(self) -> CudaExecSession:
         op = "cuda_exec_session"
         if self._session is not None:
+            if self._session._scope.alive:
+                raise SessionEntryError("this session scope is open already; use its "
+                                        "session instead of entering it again", op=op,
+                                        kind="reentered")
             raise ValidationError("a session scope is entered once", op=op)
         runtime = CudaRuntime.get(self._device)
         runtime.check_alive(op)
@@ -256,20 +284,29 @@ class _SessionScope:
             raise SessionEntryError(
                 f"a session for device {self._device} is already open on this thread; "
                 "use that session instead of entering a second one", op=op, kind="reentered")
-        self._guard = ScopeGuard(runtime.context, op)
-        if ctx.capture is not None:  # left open by a capture scope that never exited
-            ctx.capture.abandon("a new session")
+        session = CudaExecSession._open(runtime, ctx, _TOKEN)
+        guard = ScopeGuard(runtime.context, op, functools.partial(_end_session,
+                                                                  session._scope, ctx))
+        try:
+            if ctx.capture is not None:  # left open by a capture scope that never exited
+                ctx.capture.abandon("a new session")
+        except BaseException:
+            guard.exit()
+            raise
+        self._guard = guard
         ctx.session_open = True
-        self._session = CudaExecSession._open(runtime, ctx, _TOKEN)
-        return self._session
+        self._session = session
+        return session
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
         session, guard = self._session, self._guard
-        if session is None or guard is None or not session._scope.alive:
+        if session is None or guard is None or not guard.open:
             return
-        session._scope.alive = False
+        if _abandoned(exc_type, session._scope):
+            guard.abandon()
+            return
+        _end_session(session._scope, session._ctx)
         ctx = session._ctx
-        ctx.session_open = False
         try:
             if not ctx.closed:
                 with ctx.runtime.current():
@@ -280,10 +317,8 @@ class _SessionScope:
             guard.exit()
 
     def __del__(self) -> None:
-        session = self._session
-        if session is not None and session._scope.alive:
-            session._scope.alive = False
-            session._ctx.session_open = False
+        if self._guard is not None:
+            self._guard.abandon()
 
 
 def cuda_exec_session(device: int = 0) -> _SessionScope:

@@ -47,20 +47,31 @@ class Authority:
 
 
 class Scope(Authority):
-    """The liveness flag and owning thread of one scope (a session or a sub-session)."""
+    """The liveness flag and owning thread of one scope (a session or a sub-session). A
+    sub-session's scope has its session's as ``parent``: it is dead when either is."""
 
-    __slots__ = ("alive", "thread", "what")
+    __slots__ = ("alive", "thread", "what", "parent")
 
-    def __init__(self, what: str) -> None:
+    def __init__(self, what: str, parent: Scope | None = None) -> None:
         self.alive = True
         self.thread = threading.get_ident()
         self.what = what
+        self.parent = parent
+
+    def end(self) -> None:
+        """Mark the scope dead (touches nothing else; any thread)."""
+        self.alive = False
+
+    @property
+    def live(self) -> bool:
+        """Whether this scope and its parent are both open."""
+        return self.alive and (self.parent is None or self.parent.alive)
 
     def check(self, op: str) -> None:
-        """Raise ``RuntimeStateError`` naming ``op`` unless this scope is open on the
-        calling thread."""
+        """Raise ``RuntimeStateError`` naming ``op`` unless this scope (and its parent) is
+        open on the calling thread."""
         if self.thread != threading.get_ident():
             raise RuntimeStateError(f"this {self.what} belongs to another thread; objects "
                                     "lent by a session are used only on its thread", op=op)
-        if not self.alive:
+        if not self.live:
             raise RuntimeStateError(f"the {self.what}'s scope has ended", op=op)

@@ -135,8 +135,8 @@ class GraphMemory:
 class CaptureState:
     """One capture in progress on one execution context (see the module docstring)."""
 
-    __slots__ = ("ctx", "memory", "external", "kept", "ops", "table_users", "abandoned",
-                 "refused", "blas_workspace")
+    __slots__ = ("ctx", "memory", "external", "kept", "ops", "table_users", "written",
+                 "abandoned", "refused", "blas_workspace")
 
     def __init__(self, ctx: ExecContext, memory: GraphMemory) -> None:
         self.ctx, self.memory = ctx, memory
@@ -144,20 +144,25 @@ class CaptureState:
         self.kept: dict[int, DeviceBuffer] = {}  # alloc_id -> buffer the graph uses
         self.ops: list[str] = []
         self.table_users: set[int] = set()  # id of tensors given to a TABLE_OPS op
+        self.written: set[int] = set()  # id of tensors given as an op's output
         self.abandoned = ""  # why the capture ended early: a refused op, a session's end
         self.refused = ""  # the op refused, when that was why
         self.blas_workspace: DeviceBuffer | None = None
 
-    def admit(self, op: str, args: tuple) -> None:
-        """Refuse ``op`` or note the tensors it is given."""
+    def admit(self, op: str, args: tuple, outputs: tuple[int, ...] = ()) -> None:
+        """Refuse ``op`` or note the tensors it is given (``args[i]`` for ``i`` in
+        ``outputs`` is written by the op, as is every grouped job's ``out``)."""
         if op in NOT_CAPTURABLE:
             self.refuse(op)
         self.ops.append(op)
         if op in BLAS_OPS and self.ctx._blas is not None:
             self.blas_ready(self.ctx._blas, op)
         table = op in TABLE_OPS
+        self.written.update(id(args[i]) for i in outputs if i < len(args))
         for arg in args:
             jobs = getattr(arg, "jobs", None)  # a GroupedGemmConfig
+            if isinstance(jobs, tuple):
+                self.written.update(id(job.out) for job in jobs)
             items = ([t for job in jobs for t in (job.lhs, job.rhs, job.out)]
                      if isinstance(jobs, tuple) else
                      arg if isinstance(arg, (list, tuple)) else

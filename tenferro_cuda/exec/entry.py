@@ -37,6 +37,12 @@ SHARED = {"_ident": threading.get_ident, "_get_current": _driver.get_current_unc
 
 _session_types: list[type] = []
 
+# The parameters through which an op writes a caller's tensor (``_into`` outputs, the
+# accumulated ``y`` of axpby, ``copy_read_into``'s ``dst``), and, per op function, their
+# positions after ``ctx`` (filled by ``op_method``; a capture notes what they are given).
+OUTPUT_PARAMETERS = frozenset({"out", "dst", "y"})
+OUTPUTS: dict[Callable, tuple[int, ...]] = {}
+
 
 def register_session_type(cls: type) -> type:
     """Record the session class (``context_of`` accepts its instances)."""
@@ -70,7 +76,7 @@ def enter(session: Any, op: str, impl: Callable, args: tuple) -> Any:
     current (pushed and popped when another one, or none, is current)."""
     ctx = check(session, op)
     if ctx.capture is not None:
-        ctx.capture.admit(op, args)
+        ctx.capture.admit(op, args, OUTPUTS.get(impl, ()))
     if guard.current_id() == ctx.context_id:
         return impl(ctx, *args)
     return guard.call_pushed(ctx.context, impl, ctx, *args)
@@ -87,6 +93,7 @@ def _parameters(impl: Callable) -> list[inspect.Parameter]:
 def op_method(name: str, impl: Callable, op: str | None = None) -> Callable:
     """The session method ``name`` running ``impl`` (errors name ``op``, default ``name``)."""
     params = _parameters(impl)
+    OUTPUTS[impl] = tuple(i for i, p in enumerate(params) if p.name in OUTPUT_PARAMETERS)
     defaults = {f"_d{i}": p.default for i, p in enumerate(params)
                 if p.default is not inspect.Parameter.empty}
     header, call = ["self"], []

@@ -18,13 +18,17 @@ Contract (DESIGN 9):
   ``__dlpack__``); if that code left another context on top, ours is put back on top.
   ``foreign_call_over`` is the same for a caller that knows ours is on top (an op body):
   one query, after the call.
-- A scope that never exits normally (an abandoned scope object, interpreter shutdown) is
-  never restored later: scope objects have no finalizer that touches a context.
+- A scope that never exits normally (an abandoned scope object, a generator left
+  suspended and collected later, an exit called from another thread, interpreter
+  shutdown) is never restored later: it is only abandoned (marked dead, no driver call).
+  When a scope exits, the scopes entered after it on its thread that are still open are
+  abandoned that way first, so a late exit of one of them touches nothing.
 """
 
 from __future__ import annotations
 
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
@@ -52,17 +56,28 @@ def _report(op: str, exc: BaseException) -> None:
 
 
 class ScopeGuard:
-    """The saved context stack of one scope (see the module docstring)."""
+    """The saved context stack of one scope (see the module docstring).
 
-    __slots__ = ("saved", "op", "open")
+    Scopes of one thread nest: the guards open on a thread form a list in the order they
+    were entered. When a guard exits, the guards entered after it that are still open
+    belong to scopes that were never exited (an abandoned ``raw()``, a generator left
+    suspended): they are abandoned -- marked closed, their ``on_abandon`` run, no driver
+    call -- before the stack is restored to this guard's snapshot. ``exit`` from another
+    thread, or while the interpreter shuts down, only abandons.
+    """
 
-    def __init__(self, ours: Any, op: str) -> None:
+    __slots__ = ("saved", "op", "open", "thread", "peers", "on_abandon")
+
+    def __init__(self, ours: Any, op: str,
+                 on_abandon: Callable[[], None] | None = None) -> None:
         """Snapshot the stack and push ``ours``; BackendSourceError (and the stack as it
         was) when that fails. An entry of the caller's stack that the driver refuses to
         push back (a destroyed context) is reported on stderr and left out: every other
-        entry keeps its place."""
+        entry keeps its place. ``on_abandon`` (no driver calls) runs if the guard is
+        abandoned instead of exited."""
         self.op = op
         self.open = False
+        self.on_abandon = on_abandon
         taken = _driver.ctx_stack_take()
         self.saved = [ctx for ctx in taken if _driver.ctx_stack_put((ctx,), strict=False)
                       is None]
@@ -74,12 +89,24 @@ class ScopeGuard:
         except BackendSourceError as exc:
             raise BackendSourceError(f"cannot make the primary context current: {exc}",
                                      op=op) from exc.__cause__
+        self.thread = threading.get_ident()
+        self.peers = _open_guards()
+        self.peers.append(self)
         self.open = True
 
     def exit(self) -> None:
-        """Put the saved stack back exactly; idempotent, never raises."""
+        """Put the saved stack back exactly; idempotent, never raises. Only abandons when
+        called from another thread or at interpreter shutdown (see the class doc)."""
         if not self.open:
             return
+        if self.thread != threading.get_ident() or sys.is_finalizing():
+            self.abandon()
+            return
+        peers = self.peers
+        at = _index(peers, self)
+        for later in peers[at + 1:]:
+            later.abandon()
+        del peers[at:]
         self.open = False
         try:
             _driver.ctx_stack_take()
@@ -88,6 +115,40 @@ class ScopeGuard:
         failed = _driver.ctx_stack_put(self.saved, strict=False)
         if failed is not None:
             _report(self.op, failed)
+
+    def abandon(self) -> None:
+        """Close the guard without touching any context (idempotent, any thread)."""
+        if not self.open:
+            return
+        self.open = False
+        try:
+            self.peers.remove(self)
+        except ValueError:
+            pass
+        if self.on_abandon is not None:
+            try:
+                self.on_abandon()
+            except Exception as exc:  # noqa: BLE001 - runs from finalizers too
+                print(f"tenferro_cuda: abandoning {self.op} failed: {exc!r}",
+                      file=sys.stderr)
+
+
+_local = threading.local()
+
+
+def _open_guards() -> list[ScopeGuard]:
+    """The open guards of the calling thread, in the order they were entered."""
+    guards = getattr(_local, "guards", None)
+    if guards is None:
+        guards = _local.guards = []
+    return guards
+
+
+def _index(guards: list[ScopeGuard], guard: ScopeGuard) -> int:
+    for i, g in enumerate(guards):
+        if g is guard:
+            return i
+    return len(guards)  # not listed: nothing entered after it is known
 
 
 def call_pushed(ours: Any, fn: Callable[..., R], *args: Any) -> R:

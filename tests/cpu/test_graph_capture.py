@@ -366,3 +366,41 @@ def test_grouped_gemm_jobs_are_noted_and_fixed(driver):
     c = Tensor._make(DType.FLOAT32, (2, 2), buffer=ctx.home.alloc(64))
     state.admit("grouped_gemm", (GroupedGemmConfig((GemmJob(a, b, c),)),))
     assert set(state.external) == {id(a), id(b), id(c)} == state.table_users
+
+
+def test_outputs_are_noted_and_never_rebound_to_read_only_memory(driver):
+    from types import SimpleNamespace as NS
+
+    from tenferro_cuda.configs.dot import GemmJob, GroupedGemmConfig
+
+    session = FakeSession()
+    ctx = session._ctx
+    ctx.context_id = 5
+    x, out, a, b, c = (tensor(ctx) for _ in range(5))
+    state = cap.CaptureState(ctx, cap.GraphMemory(ctx.home, 99))
+    state.admit("add_into", (x, x, out), (2,))
+    state.admit("grouped_gemm", (GroupedGemmConfig((GemmJob(a, b, c),)),))
+    assert state.written == {id(out), id(c)}
+    g = CudaGraph._begin(session, state)
+    g._ready(state, 0xA1, 0xE1)
+    g._table = FakeTable()
+    far = ctx.home.alloc(4 * 64)
+    readonly = Tensor._make(DType.FLOAT32, (4,), buffer=ctx.home.adopt(
+        far.ptr, far.nbytes, NS(readonly=True)))
+    with pytest.raises(ValidationError, match="read-only"):
+        g._rebind(ctx, {out: readonly})
+    assert g._table.moves == []
+    g._rebind(ctx, {x: readonly})  # an input may be read-only memory
+
+
+def test_op_methods_know_their_output_parameters():
+    from tenferro_cuda.exec.entry import OUTPUTS
+    from tenferro_cuda.session import CudaExecSession
+
+    def positions(name):
+        return OUTPUTS[getattr(CudaExecSession, name).__wrapped_op__]
+
+    assert positions("add_into") == (2,)
+    assert positions("copy_read_into") == (1,)
+    assert positions("axpby_read_into_accum") == (3,)
+    assert positions("add") == ()

@@ -388,3 +388,99 @@ def test_lent_methods_leave_the_bodys_context(contexts, user):
                     pop()
         np.testing.assert_array_equal(host, 1.5 * np.arange(256, dtype=np.float32))
         np.testing.assert_array_equal(zeros, np.zeros(256, np.float32))
+
+
+def _holding(kind):
+    def gen():
+        with tc.cuda_exec_session(0) as s:
+            if kind == "session":
+                yield s
+            else:
+                with getattr(s, kind)("test.gen") as sub:
+                    yield sub
+    return gen()
+
+
+@pytest.mark.parametrize("kind", ["session", "raw", "kernels"])
+def test_suspended_generator_collected_later_touches_no_context(contexts, kind):
+    p, fa, fb = contexts
+    push(fa)
+    g = _holding(kind)
+    lent = next(g)
+    push(fb)  # the caller moves on
+    before = stack()
+    del g
+    gc.collect()
+    assert stack() == before
+    with pytest.raises(tc.RuntimeStateError):
+        lent.stream()
+    clear()
+    with tc.cuda_exec_session(0) as again:  # the thread may open a session again
+        again.synchronize()
+
+
+@pytest.mark.parametrize("kind", ["session", "raw"])
+def test_generator_closed_on_another_thread_touches_no_context(contexts, kind):
+    p, fa, fb = contexts
+    push(fa)
+    g = _holding(kind)
+    lent = next(g)
+    before = stack()
+    seen = {}
+
+    def other():
+        push(fb)
+        g.close()
+        seen["other"] = stack()
+        clear()
+
+    t = threading.Thread(target=other)
+    t.start()
+    t.join()
+    assert seen["other"] == [int(fb)]
+    assert stack() == before
+    with pytest.raises(tc.RuntimeStateError):
+        lent.stream()
+
+
+def test_sub_scope_never_exited_dies_with_its_session(contexts):
+    p, fa, fb = contexts
+    push(fa)
+    before = stack()
+    cm = tc.cuda_exec_session(0)
+    s = cm.__enter__()
+    x = s.upload_host_tensor(np.ones(4, np.float32))
+    sub = s.raw("test.outlived")
+    raw = sub.__enter__()
+    handle, pointer = raw.stream(), raw.tensor(x)
+    cm.__exit__(None, None, None)
+    assert stack() == before
+    for use in (raw.stream, lambda: handle.handle, lambda: int(handle), lambda: int(pointer),
+                lambda: handle.__cuda_stream__()):
+        with pytest.raises(tc.RuntimeStateError):
+            use()
+    sub.__exit__(None, None, None)  # a late exit touches nothing
+    assert stack() == before
+
+
+def test_exit_from_another_thread_only_abandons(contexts):
+    p, fa, fb = contexts
+    push(fa)
+    cm = tc.cuda_exec_session(0)
+    s = cm.__enter__()
+    sub = s.kernels("test.other_thread")
+    sub.__enter__()
+    before = stack()
+    seen = {}
+
+    def other():
+        sub.__exit__(None, None, None)
+        seen["other"] = stack()
+
+    t = threading.Thread(target=other)
+    t.start()
+    t.join()
+    assert seen["other"] == []
+    assert stack() == before
+    cm.__exit__(None, None, None)
+    assert stack() == [int(fa)]

@@ -419,3 +419,59 @@ def test_an_abandoned_scope_left_capturing_is_ended_by_the_next_session():
             assert np.array_equal(down(s2, s2.add(x, x)), np.full(4, 2, np.float32))
     finally:
         assert int(d.cuCtxPopCurrent()[0]) == 0  # the abandoned scope's entry on the stack
+
+
+def test_graph_accessors_check_thread_and_scope_and_scopes_carry_authority():
+    with tc.cuda_exec_session(0) as s:
+        x = up(s, np.ones(16, np.float32))
+        for attempt in (copy.copy, copy.deepcopy, pickle.dumps):
+            with pytest.raises(TypeError):
+                attempt(s.capture())
+        with s.capture() as g:
+            s.add(x, x)
+        assert g.ops == ("add",) and not g.closed and len(g.inputs) == 1
+        seen = []
+
+        def other():
+            for use in (lambda: g.inputs, lambda: g.ops, lambda: g.closed):
+                try:
+                    use()
+                except tc.RuntimeStateError as exc:
+                    seen.append(exc)
+
+        t = threading.Thread(target=other)
+        t.start()
+        t.join()
+        assert len(seen) == 3
+    for use in (lambda: g.inputs, lambda: g.ops, g.replay):
+        with pytest.raises(tc.RuntimeStateError):
+            use()
+
+
+def test_a_rebound_output_is_never_read_only_memory(s):
+    torch = pytest.importorskip("torch")
+    import ctypes
+
+    from tenferro_cuda import dlpack
+
+    x = up(s, np.arange(16, dtype=np.float32))
+    out = s.add(x, x)
+    with s.capture() as g:
+        s.add_into(x, x, out)
+    peer = torch.zeros(16, dtype=torch.float32, device="cuda")
+    try:
+        capsule = peer.__dlpack__(stream=-1, max_version=(1, 0))
+    except TypeError:
+        pytest.skip("this PyTorch exports DLPack 0.x capsules only")
+    info = dlpack.parse_capsule(capsule)
+    if not info.versioned:
+        pytest.skip("this PyTorch exports DLPack 0.x capsules only")
+    ctypes.c_uint64.from_address(info.managed + 24).value |= dlpack.FLAG_READ_ONLY
+    torch.cuda.synchronize()
+    ro = s.from_dlpack(capsule)
+    with pytest.raises(tc.ValidationError, match="read-only"):
+        g.replay(inputs={out: ro})
+    s.synchronize()
+    assert float(peer.sum()) == 0.0  # nothing was written
+    g.replay(inputs={x: ro})  # as an input it is fine: out = ro + ro = 0
+    np.testing.assert_array_equal(down(s, out), np.zeros(16, np.float32))
