@@ -28,12 +28,45 @@ def resident(ctx: Any, t: object, op: str, what: str = "input") -> Any:
     raise not_resident(ctx, t, op, what)
 
 
+_CUDA_DEVICE_TYPES = (2, 3, 13)  # DLPack: kDLCUDA, kDLCUDAHost, kDLCUDAManaged
+
+
+_ADOPT = "adopt it with from_dlpack or from_cuda_array_interface first"
+_UPLOAD = "upload it with upload_host_tensor first"
+
+
+def _foreign_array(t: object) -> tuple[str, str]:
+    """(what, what to do) for an array of another library; ("", "") for an object that
+    is no array."""
+    name = type(t).__name__
+    if hasattr(t, "__cuda_array_interface__"):
+        return f"a {name} GPU array of another library, not adopted", _ADOPT
+    if hasattr(t, "__dlpack_device__"):
+        try:
+            device_type = int(t.__dlpack_device__()[0])  # type: ignore[attr-defined]
+        except Exception:  # noqa: BLE001 - only the message depends on it
+            device_type = 0
+        if device_type in _CUDA_DEVICE_TYPES:
+            return f"a {name} GPU array of another library, not adopted", _ADOPT
+        return f"a {name} host array", _UPLOAD
+    if hasattr(t, "__array__") or hasattr(t, "__array_interface__"):
+        return f"a {name} host array", _UPLOAD
+    return "", ""
+
+
 def not_resident(ctx: Any, t: object, op: str, what: str) -> Exception:
-    """The error for a ``t`` that is not resident on ``ctx`` (returned, not raised)."""
-    if not isinstance(t, _Strided):
-        return ValidationError(f"{what} must be a Tensor or TensorView (got "
-                               f"{type(t).__name__})", op=op)
+    """The error for a ``t`` that is not resident on ``ctx`` (returned, not raised):
+    RuntimeStateError for arrays in the wrong place (host, another runtime, device or
+    thread, reclaimed, another library's memory not adopted), ValidationError for an
+    object that is no array at all."""
     here = f"runtime {ctx.runtime.identity.serial} on device {ctx.ordinal}"
+    if not isinstance(t, _Strided):
+        foreign, hint = _foreign_array(t)
+        if not foreign:
+            return ValidationError(f"{what} must be a Tensor or TensorView (got "
+                                   f"{type(t).__name__})", op=op)
+        return RuntimeStateError(f"{what}: expected a device tensor resident on {here}; "
+                                 f"found {foreign} ({hint})", op=op)
     buf = t.base.buffer
     if buf is None:
         found = "a host tensor (upload it with upload_host_tensor first)"

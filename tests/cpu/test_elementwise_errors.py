@@ -35,6 +35,7 @@ ERRORS = {
     "foreign": (RuntimeStateError, None, (1, 2, 3), False),
     "reclaimed": (RuntimeStateError, None, (1, 2, 3), False),
     "not_a_tensor": (ValidationError, "invalid_argument", (1, 2, 3), False),
+    "host_array": (RuntimeStateError, None, (1, 2, 3), False),
     "closed": (RuntimeStateError, None, (1, 2, 3), False),
     "unsupported": (UnsupportedDTypeError, None, (1, 2, 3), False),
     "overlap": (ValidationError, "invalid_argument", (1, 2, 3), True),
@@ -83,6 +84,8 @@ def _break(s, op, err, xs, out):
     elif err == "reclaimed":
         xs[k].buffer.release()
     elif err == "not_a_tensor":
+        xs[k] = "not a tensor"
+    elif err == "host_array":
         xs[k] = np.ones((3, 4), np.float32)
     elif err == "closed":
         s._scope.alive = False
