@@ -59,7 +59,7 @@ from .dlpack import (
 from .errors import RuntimeStateError
 from .tensor import install_export
 
-__all__ = ["export_capsule", "live_exports", "dlpack_device"]
+__all__ = ["export_capsule", "live_exports", "exports_over", "dlpack_device"]
 
 _CUDA = int(DLDeviceType.kDLCUDA)
 _CPU_DEVICE = (DLDeviceType.kDLCPU, 0)
@@ -290,6 +290,12 @@ def _make_capsule(tensor, buf, version, flags: int, consumer, ctx):
     except BaseException:
         _exports.pop(address, None)
         raise
+
+
+def exports_over(buffer) -> int:
+    """How many exported capsules over ``buffer`` (of any tensor or view of it) still wait
+    for their consumer's deleter."""
+    return sum(1 for record in list(_exports.values()) if record[1].base.buffer is buffer)
 
 
 def live_exports(tensor=None) -> int:

@@ -157,3 +157,33 @@ def test_sign_of_negative_zero(s):
     bf = s.cast(s.upload_host_tensor(np.array([-0.0, 0.0], np.float32)), tc.bfloat16)
     back = _host(s, s.cast(s.sign(bf), tc.float32))
     assert np.signbit(back[0]) and not np.signbit(back[1])
+
+
+@pytest.mark.parametrize("adopt", ["from_dlpack", "from_cuda_array_interface"])
+def test_reclaim_through_a_self_adoption_leaves_no_alias_over_freed_memory(s, adopt):
+    a = s.upload_host_tensor(np.ones(1024, np.float32))
+    b = getattr(s, adopt)(a)
+    assert b.data_ptr() == a.data_ptr()
+    s.reclaim_buffer(a)
+    s.upload_host_tensor(np.full(1024, 7, np.float32))  # would reuse the released block
+    with pytest.raises(tc.RuntimeStateError):
+        s.add(b, b)
+    view = getattr(s, adopt)(s.upload_host_tensor(np.ones((8, 8), np.float32)).T)
+    assert view.shape == (8, 8) and view.strides == (1, 8)
+
+
+def test_reclaim_refused_while_a_dlpack_consumer_holds_the_memory(s):
+    torch = pytest.importorskip("torch")
+    import gc
+
+    a = s.upload_host_tensor(np.arange(256, dtype=np.float32))
+    held = torch.from_dlpack(s.reshape(a, (16, 16)))  # through a reshape alias
+    with pytest.raises(tc.RuntimeStateError, match="still hold"):
+        s.reclaim_buffer(a)
+    s.synchronize()
+    assert float(held.sum()) == float(np.arange(256).sum())
+    del held
+    gc.collect()
+    s.reclaim_buffer(a)
+    with pytest.raises(tc.RuntimeStateError):
+        s.add(a, a)

@@ -130,6 +130,8 @@ def from_dlpack(ctx: ExecContext, obj: object, stream: object = None) -> Tensor 
     if _parked:
         _drain()
     source = None if stream is None else _source(ctx, stream, op)
+    if _is_ours(ctx, obj):
+        return _same_memory(ctx, obj, source)  # type: ignore[arg-type]
     if type(obj) is CAPSULE_TYPE:
         capsule, wait = obj, source
     else:
@@ -177,6 +179,8 @@ def from_cuda_array_interface(ctx: ExecContext, obj: object,
     if _parked:
         _drain()
     source = None if stream is None else _source(ctx, stream, op)
+    if _is_ours(ctx, obj):
+        return _same_memory(ctx, obj, source)  # type: ignore[arg-type]
     if type(obj) is dict:
         iface = obj
     else:
@@ -189,6 +193,25 @@ def from_cuda_array_interface(ctx: ExecContext, obj: object,
         _wait_for(ctx, wait)
     owner = HeldProducer(obj, ctx.stream, ctx.runtime, info.readonly)
     return _adopt(ctx, info.data, info.dtype, info.shape, info.strides, owner)
+
+
+def _is_ours(ctx: ExecContext, obj: object) -> bool:
+    """Whether ``obj`` is a tensor or view resident on this context."""
+    if not isinstance(obj, _Strided):
+        return False
+    buf = obj.base.buffer
+    return buf is not None and buf.home is ctx.home
+
+
+def _same_memory(ctx: ExecContext, t: _Strided, source: int | None) -> Tensor | TensorView:
+    """Adopting one of this context's own tensors: a new tensor or view over the same
+    buffer (no capsule, no second buffer), so that reclaiming either one leaves neither
+    usable over released memory."""
+    if source is not None:
+        _wait_for(ctx, source)
+    if isinstance(t, Tensor):
+        return Tensor._make(t.dtype, t.shape, buffer=t.buffer)
+    return TensorView(t.base, t.shape, t.strides, t.offset)
 
 
 def _check_pointer(ctx: ExecContext, address: int, op: str) -> None:

@@ -24,6 +24,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from ..._dlpack_export import exports_over
 from ...errors import RuntimeStateError, ValidationError
 from ...exec import guard
 from ...exec.context import ExecContext
@@ -169,12 +170,18 @@ def reclaim_buffer(ctx: ExecContext, tensor: Tensor) -> None:
     ValidationError
         A view instead of an owned tensor.
     RuntimeStateError
-        Not resident on this session (already reclaimed, say).
+        Not resident on this session (already reclaimed, say), or exported through
+        DLPack to a consumer that still holds it (its memory must outlive that).
     """
     op = "reclaim_buffer"
     if not isinstance(tensor, Tensor):
         raise ValidationError("reclaim_buffer takes an owned Tensor, not a view", op=op)
-    resident(ctx, tensor, op).release()
+    buffer = resident(ctx, tensor, op)
+    held = exports_over(buffer)
+    if held:
+        raise RuntimeStateError(f"this tensor's memory is exported through DLPack and "
+                                f"{held} consumer(s) still hold it; drop them first", op=op)
+    buffer.release()
 
 
 def copy_to(ctx: ExecContext, destination: object, tensor: Tensor | TensorView) -> Tensor:
