@@ -348,9 +348,17 @@ def function_attributes(fn) -> dict[str, int]:
         "shared_bytes": attr.CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES,
         "registers": attr.CU_FUNC_ATTRIBUTE_NUM_REGS,
         "local_bytes": attr.CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES,
+        "max_dynamic_shared": attr.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
     }
     api = "cuFuncGetAttribute"
     return {k: int(check(_d.cuFuncGetAttribute(a, fn), api)) for k, a in keys.items()}
+
+
+def function_allow_dynamic_shared(fn, nbytes: int, op: str = "") -> None:
+    """Let ``fn`` launch with ``nbytes`` of dynamic shared memory (the opt-in above the
+    default 48 KiB)."""
+    attr = _d.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+    check(_d.cuFuncSetAttribute(fn, attr, nbytes), "cuFuncSetAttribute", op)
 
 
 # ``cuLaunchKernel(fn, gx, gy, gz, bx, by, bz, shared, stream, params, 0)`` returning the

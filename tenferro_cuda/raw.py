@@ -12,10 +12,7 @@ ours pushed and popped again. Nothing here synchronizes except ``download_tensor
 from __future__ import annotations
 
 import operator
-import struct
-import threading
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -30,216 +27,12 @@ from .exec.context import ExecContext
 from .exec.residency import resident
 from .kernels.compiler import compile_cached
 from .kernels.launch import check_geometry
+from .raw_args import KernelArg, LaunchConfig
+from .raw_lent import DevicePointer, Function, Module, StreamHandle
 from .tensor import Tensor, _Strided
 
 __all__ = ["RawSession", "LaunchConfig", "KernelArg", "StreamHandle", "Module", "Function",
            "DevicePointer"]
-
-
-def _dim3(value, name: str) -> tuple[int, int, int]:
-    try:
-        given = (value,) if isinstance(value, int) else tuple(value)
-        dims = tuple(operator.index(v) for v in given) + (1,) * (3 - len(given))
-    except TypeError:
-        dims = ()
-    if len(dims) != 3 or any(type(d) is bool or d < 1 for d in dims):
-        raise ValidationError(f"{name} must be up to three ints >= 1 (got {value!r})",
-                              op="LaunchConfig")
-    return dims  # type: ignore[return-value]
-
-
-@dataclass(frozen=True)
-class LaunchConfig:
-    """Grid and block dimensions and dynamic shared memory bytes, validated."""
-
-    grid: tuple[int, int, int] | int
-    block: tuple[int, int, int] | int
-    shared_bytes: int = 0
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "grid", _dim3(self.grid, "grid"))
-        object.__setattr__(self, "block", _dim3(self.block, "block"))
-        if self.shared_bytes < 0:
-            raise ValidationError(f"shared_bytes must be >= 0 (got {self.shared_bytes})",
-                                  op="LaunchConfig")
-
-
-@dataclass(frozen=True)
-class KernelArg:
-    """One kernel parameter: packed bytes and their alignment."""
-
-    data: bytes
-    align: int
-    code: str = ""  # the ArgPack code, derived
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "code", ("X" if self.align >= 16 else "S") + str(len(self.data)))
-
-    @staticmethod
-    def i32(v: int) -> KernelArg:
-        return KernelArg(struct.pack("<i", v), 4)
-
-    @staticmethod
-    def u32(v: int) -> KernelArg:
-        return KernelArg(struct.pack("<I", v), 4)
-
-    @staticmethod
-    def i64(v: int) -> KernelArg:
-        return KernelArg(struct.pack("<q", v), 8)
-
-    @staticmethod
-    def u64(v: int) -> KernelArg:
-        return KernelArg(struct.pack("<Q", v), 8)
-
-    @staticmethod
-    def f32(v: float) -> KernelArg:
-        return KernelArg(struct.pack("<f", v), 4)
-
-    @staticmethod
-    def f64(v: float) -> KernelArg:
-        return KernelArg(struct.pack("<d", v), 8)
-
-    @staticmethod
-    def pointer(p: int | DevicePointer) -> KernelArg:
-        return KernelArg(struct.pack("<Q", int(p)), 8)
-
-    @staticmethod
-    def raw(data: bytes, align: int = 8) -> KernelArg:
-        """Any by-value struct, given as its bytes."""
-        return KernelArg(bytes(data), align)
-
-
-class DevicePointer(Authority):
-    """A residency-checked device address and the byte span behind it, valid only inside
-    the scope that lent it (``int(p)`` and ``p.address`` check thread and scope)."""
-
-    __slots__ = ("_address", "_nbytes", "_writable", "_scope")
-
-    def __init__(self, address: int, nbytes: int, writable: bool, scope: Scope) -> None:
-        self._address, self._nbytes, self._writable = address, nbytes, writable
-        self._scope = scope
-
-    @property
-    def address(self) -> int:
-        self._scope.check("DevicePointer")
-        return self._address
-
-    @property
-    def nbytes(self) -> int:
-        """The bytes from the address to the end of the tensor's buffer."""
-        self._scope.check("DevicePointer")
-        return self._nbytes
-
-    @property
-    def writable(self) -> bool:
-        self._scope.check("DevicePointer")
-        return self._writable
-
-    def __int__(self) -> int:
-        return self.address
-
-    def __index__(self) -> int:
-        return self.address
-
-    def __repr__(self) -> str:
-        if not _usable(self._scope):
-            return "DevicePointer(<scope ended or another thread>)"
-        mode = "writable" if self._writable else "read-only"
-        return f"DevicePointer(0x{self._address:x}, {self._nbytes} B, {mode})"
-
-
-def _usable(scope: Scope) -> bool:
-    """Whether ``scope`` is open on the calling thread (for reprs, which never raise)."""
-    return scope.live and scope.thread == threading.get_ident()
-
-
-class _Lent(Authority):
-    """An object lent by a sub-session: checks its thread and scope on every use."""
-
-    __slots__ = ("_scope", "_what")
-    _scope: Scope
-    _what: str
-
-    def _check(self) -> None:
-        self._scope.check(self._what)
-
-
-class StreamHandle(_Lent):
-    """The session stream, borrowed: do not retain, destroy or synchronize it elsewhere.
-
-    It speaks cuda.core's stream protocol: ``__cuda_stream__()`` returns ``(0, handle)``,
-    so ``cuda.core``'s ``Device().create_stream(s.stream)``, and every tenferro API that
-    takes a stream (``__dlpack__(stream=...)``, ``from_dlpack(..., stream=...)``), accept
-    it; ``int(h)`` is the raw handle (``torch.cuda.ExternalStream(int(h))``)."""
-
-    __slots__ = ("_stream",)
-
-    def __init__(self, stream, scope: Scope, what: str = "stream handle") -> None:
-        self._stream, self._scope, self._what = stream, scope, what
-
-    @property
-    def handle(self) -> int:
-        self._check()
-        return int(self._stream)
-
-    def __int__(self) -> int:
-        return self.handle
-
-    def __cuda_stream__(self) -> tuple[int, int]:
-        """The CUDA stream protocol (version 0): ``(0, handle)``."""
-        self._check()
-        return 0, int(self._stream)
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, StreamHandle):
-            self._check()
-            other._check()
-            return int(self._stream) == int(other._stream)
-        return NotImplemented
-
-    def __hash__(self) -> int:
-        self._check()
-        return hash((StreamHandle, int(self._stream)))  # not the handle's own value
-
-    def __repr__(self) -> str:
-        if not _usable(self._scope):
-            return f"<StreamHandle ({self._what}; scope ended or another thread)>"
-        return f"<StreamHandle 0x{int(self._stream):x} ({self._what})>"
-
-    def cu_stream(self):
-        self._check()
-        return self._stream
-
-
-class Module(_Lent):
-    """A loaded module; ``function(name)`` looks up a kernel in it."""
-
-    __slots__ = ("_module", "_ctx")
-
-    def __init__(self, module, ctx: ExecContext, scope: Scope) -> None:
-        self._module, self._ctx, self._scope, self._what = module, ctx, scope, "module"
-
-    def function(self, name: str) -> Function:
-        self._check()
-        with self._ctx.runtime.current():
-            fn = _driver.module_get_function(self._module, name, "Module.function")
-        return Function(fn, self, name)
-
-
-class Function(_Lent):
-    """A kernel of a module (keeps its module alive)."""
-
-    __slots__ = ("_fn", "_module", "name")
-
-    def __init__(self, fn, module: Module, name: str) -> None:
-        self._fn, self._module, self.name = fn, module, name
-        self._scope, self._what = module._scope, "function"
-
-    def attributes(self) -> dict[str, int]:
-        """Registers, shared and local bytes and the largest block of this kernel."""
-        self._check()
-        with self._module._ctx.runtime.current():
-            return _driver.function_attributes(self._fn)
 
 
 class RawSession(Authority):
@@ -371,6 +164,8 @@ class RawSession(Authority):
         launch = ctx.launches.get(key)
         if launch is None or launch.fn is not fn._fn:  # prepared, geometry validated once
             check_geometry(ctx.info, grid, block, config.shared_bytes, self.op)
+            self._device(_fit_function, fn._fn, ctx.info, block, config.shared_bytes,
+                         self.op)
             launch = ctx.prepare(key, fn._fn, codes, block=block,
                                  shared=config.shared_bytes, op=self.op)
         data = [a.data for a in args]
@@ -394,6 +189,25 @@ class RawSession(Authority):
 
 
 _MISSING = object()
+
+
+def _fit_function(fn: Any, info: Any, block: tuple[int, int, int], shared: int,
+                  op: str) -> None:
+    """Check a launch against the kernel's own limits (its largest block, its static
+    shared memory) and opt it in to ``shared`` bytes of dynamic shared memory when that
+    is above what it allows now; ValidationError before anything is launched."""
+    attrs = _driver.function_attributes(fn)
+    threads = block[0] * block[1] * block[2]
+    if threads > attrs["max_threads_per_block"]:
+        raise ValidationError(f"block {block} has {threads} threads; this kernel launches "
+                              f"at most {attrs['max_threads_per_block']} (its registers or "
+                              "__launch_bounds__)", op=op)
+    if shared + attrs["shared_bytes"] > info.max_shared_per_block:
+        raise ValidationError(f"{shared} bytes of dynamic shared memory and the kernel's "
+                              f"{attrs['shared_bytes']} static bytes exceed the device limit "
+                              f"of {info.max_shared_per_block}", op=op)
+    if shared > attrs["max_dynamic_shared"]:
+        _driver.function_allow_dynamic_shared(fn, shared, op)
 
 
 def _shape(shape: Sequence[int], op: str) -> tuple[int, ...]:

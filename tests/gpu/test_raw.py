@@ -157,3 +157,39 @@ def test_second_process_uses_disk_cache(s, tmp_path):
     assert second.returncode == 0, second.stderr
     assert "COMPILES 0" not in first.stdout
     assert "COMPILES 0" in second.stdout
+
+
+SHARED_SRC = r'''
+extern "C" __global__ void reverse_in_shared(const float* x, float* y, int n) {
+  extern __shared__ float buf[];
+  for (int i = threadIdx.x; i < n; i += blockDim.x) buf[i] = x[i];
+  __syncthreads();
+  for (int i = threadIdx.x; i < n; i += blockDim.x) y[i] = buf[n - 1 - i];
+}
+extern "C" __global__ void __launch_bounds__(128) bounded(float* y) {
+  y[threadIdx.x] = 1.0f;
+}
+'''
+
+
+def test_dynamic_shared_memory_above_48k_and_the_kernels_own_block_limit(s):
+    n = 24 * 1024  # 96 KiB of floats: above the default 48 KiB, within the opt-in limit
+    x = np.arange(n, dtype=np.float32)
+    tx, ty = up(s, x), up(s, np.zeros(n, np.float32))
+
+    def body(raw):
+        module = raw.compile_nvrtc(SHARED_SRC)
+        raw.launch(module.function("reverse_in_shared"), LaunchConfig(1, 256, n * 4),
+                   [KernelArg.pointer(raw.tensor(tx)), KernelArg.pointer(raw.tensor_mut(ty)),
+                    KernelArg.i32(n)])
+        with pytest.raises(tc.ValidationError, match="at most 128"):
+            raw.launch(module.function("bounded"), LaunchConfig(1, 256),
+                       [KernelArg.pointer(raw.tensor_mut(ty))])
+        with pytest.raises(tc.ValidationError):
+            raw.launch(module.function("reverse_in_shared"),
+                       LaunchConfig(1, 256, s.device_info().max_shared_per_block + 4),
+                       [KernelArg.pointer(raw.tensor(tx)),
+                        KernelArg.pointer(raw.tensor_mut(ty)), KernelArg.i32(n)])
+
+    s.with_raw("test.shared", body)
+    np.testing.assert_array_equal(down(s, ty), x[::-1])
