@@ -15,7 +15,7 @@ from typing import Any
 
 from .dtypes import DType
 from .errors import UnsupportedDTypeError, ValidationError
-from .exec.aliasing import check_writable
+from .exec.aliasing import check_distinct_elements, check_writable
 from .exec.authority import Authority, Scope
 from .exec.context import ExecContext
 from .exec.residency import resident
@@ -89,6 +89,7 @@ class KernelSession(Authority):
         ctx = self._check()
         resident(ctx, out, self.op, "out")
         check_writable(out, self.op)
+        check_distinct_elements(out, self.op)  # a stride-0 view would race with itself
         if not out.dtype.is_numeric:
             raise UnsupportedDTypeError("scale_tensor_write needs a numeric dtype", op=self.op)
         self._raw._device(storage.scale, ctx, out, factor, self.op)
@@ -98,6 +99,8 @@ class KernelSession(Authority):
         self._check()
         if type(n) is not int or n < 0:
             raise ValidationError(f"n must be an int >= 0 (got {n!r})", op=self.op)
+        if type(block) is not int or block < 1:
+            raise ValidationError(f"block must be an int >= 1 (got {block!r})", op=self.op)
         return LaunchConfig(max(1, -(-n // block)), block)
 
     def launch(self, fn: Function, config: LaunchConfig, args: Sequence[KernelArg]) -> None:

@@ -55,7 +55,7 @@ class RawSession(Authority):
 
     def _check(self) -> ExecContext:
         self._scope.check(self.op)
-        return entry.check(self._session, self.op)
+        return entry.check(self._session, self.op, "raw")
 
     def _device(self, fn, *args):
         """``fn(*args)`` with our context current (pushed and popped when the body made

@@ -101,7 +101,7 @@ class CudaExecSession(SessionOps, Authority):
     def ensure_gpu_resident(self, tensor: object, op: str) -> None:
         """Raise RuntimeStateError naming ``op`` unless ``tensor`` lives on this runtime
         and this thread's stream (it never transfers)."""
-        resident(entry.check(self, op), tensor, op)
+        resident(entry.check(self, op, "ensure_gpu_resident"), tensor, op)
 
     @property
     def stream_handle(self) -> int:
@@ -153,7 +153,7 @@ class CudaExecSession(SessionOps, Authority):
 
     def raw(self, op: str) -> _SubScope:
         """The raw sub-session as a context manager: ``with s.raw(op) as raw: ...``."""
-        entry.check(self, op)
+        entry.check(self, op, "raw")
         return _SubScope(self, op, kernels=False)
 
     def with_kernels(self, op: str, fn: Callable[..., R]) -> R:
@@ -163,7 +163,7 @@ class CudaExecSession(SessionOps, Authority):
 
     def kernels(self, op: str) -> _SubScope:
         """The kernel sub-session as a context manager: ``with s.kernels(op) as ks: ...``."""
-        entry.check(self, op)
+        entry.check(self, op, "kernels")
         return _SubScope(self, op, kernels=True)
 
     def __repr__(self) -> str:
@@ -217,7 +217,7 @@ class _SubScope(Authority):
         session, op = self._session, self._op
         if self._scope is not None:
             raise ValidationError("a sub-session scope is entered once", op=op)
-        ctx = entry.check(session, op)  # 1. the session stream of the calling thread
+        ctx = entry.check(session, op, "raw")  # 1. the session stream of the calling thread
         with ctx.runtime.current():
             ctx.flush()  # 2. pending work is enqueued before the body runs
         scope = Scope("kernel session" if self._kernels else "raw session", session._scope)

@@ -60,13 +60,15 @@ def context_of(obj: object, op: str, what: str = "destination") -> Any:
     return check(obj, op)
 
 
-def check(session: Any, op: str) -> Any:
+def check(session: Any, op: str, method: str | None = None) -> Any:
     """The session's ExecContext after the full entry checks (raises when it may not run
-    ``op`` now); makes no context current."""
+    now); makes no context current. ``method`` is the session method called (default:
+    ``op``); during a capture a method of ``NOT_CAPTURABLE`` is refused. A caller's own
+    op name (``ensure_gpu_resident``, ``raw``, ...) names errors only: pass the method."""
     ctx = session._ctx
     session._scope.check(op)
     ctx.runtime.check_alive(op)
-    if ctx.capture is not None and op in NOT_CAPTURABLE:
+    if ctx.capture is not None and (op if method is None else method) in NOT_CAPTURABLE:
         ctx.capture.refuse(op)
     return ctx
 

@@ -24,6 +24,7 @@ from typing import Any
 
 from .. import _driver
 from ..errors import ValidationError
+from ..exec.authority import Authority
 from .args import parse_codes
 
 __all__ = ["PreparedLaunch", "check_geometry"]
@@ -58,8 +59,9 @@ def check_geometry(info: Any, grid: Sequence[int], block: Sequence[int], shared:
         raise ValidationError("; ".join(problems), op=op)
 
 
-class PreparedLaunch:
-    """One kernel's launch on one stream, prepared (see the module docstring)."""
+class PreparedLaunch(Authority):
+    """One kernel's launch on one stream, prepared (see the module docstring). It cannot
+    be copied or pickled: it launches on its context's stream."""
 
     __slots__ = ("fn", "codes", "stream", "bx", "by", "bz", "shared", "op", "nhead",
                  "pointer_slots", "_head", "_shift", "_buf", "_ptrs", "_pack", "address")

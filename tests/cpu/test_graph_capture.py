@@ -404,3 +404,17 @@ def test_op_methods_know_their_output_parameters():
     assert positions("copy_read_into") == (1,)
     assert positions("axpby_read_into_accum") == (3,)
     assert positions("add") == ()
+
+
+def test_a_callers_op_name_never_abandons_a_capture(driver):
+    from tenferro_cuda.exec import entry
+
+    session = FakeSession()
+    ctx = session._ctx
+    with CaptureScope(session) as g:
+        entry.check(session, "synchronize", "ensure_gpu_resident")  # a user's op name
+        assert ctx.capture is not None and not ctx.capture.abandoned
+    assert not g.closed
+    with pytest.raises(RuntimeStateError, match="not allowed during capture"):
+        with CaptureScope(session):
+            entry.check(session, "synchronize")  # the method itself

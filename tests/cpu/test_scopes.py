@@ -259,3 +259,11 @@ def test_sub_scopes_are_refused_from_another_thread_and_after_the_scope(model, m
         assert len(errors) == 1
     with pytest.raises(tc.RuntimeStateError):
         getattr(s, method)("x") if method != "capture" else s.capture()
+
+
+def test_kernel_session_checks_its_values(model):
+    with tc.cuda_exec_session(0) as s, s.kernels("test") as ks:
+        assert ks.grid_1d(1000, 256).grid == (4, 1, 1)
+        for bad in (0, -1, 2.5, True):
+            with pytest.raises(tc.ValidationError, match="block"):
+                ks.grid_1d(10, bad)
