@@ -135,18 +135,20 @@ class CudaGraph(Authority):
         ``inputs`` maps tensors the capture used to tensors of the same dtype, shape and
         strides to run on instead, for this replay (tensors not named run on their own)."""
         ctx = self._check("replay")
-        if inputs or self._shift:
-            self._rebind(ctx, inputs or {})
-        stream = int(ctx.stream)
         if guard.current_id() == ctx.context_id:
-            status = dg.lib().cuGraphLaunch(self._exec, stream)
-        else:
-            status = guard.call_pushed(ctx.context, dg.lib().cuGraphLaunch, self._exec,
-                                       stream)
+            status = self._launch(ctx, inputs)
+        else:  # user code made another context current: ours for the replay only
+            status = guard.call_pushed(ctx.context, self._launch, ctx, inputs)
         if status:
             from ._driver import error_for
 
             raise error_for("cuGraphLaunch", status, "replay")
+
+    def _launch(self, ctx: Any, inputs: Mapping | None) -> int:
+        """Rebind (when asked, or to undo the last rebinding) and launch; the status."""
+        if inputs or self._shift:
+            self._rebind(ctx, inputs or {})
+        return dg.lib().cuGraphLaunch(self._exec, int(ctx.stream))
 
     def _rebind(self, ctx: Any, inputs: Mapping) -> None:
         op = "replay"

@@ -341,15 +341,18 @@ def test_replay_with_a_foreign_context_current_restores_it(s):
     dev = d.cuDeviceGet(0)[1]
     err, foreign = d.cuCtxCreate(None, 0, dev)
     assert int(err) == 0
+    x3 = up(s, np.full(16, 3, np.float32))
     try:
         g.replay()  # the foreign context is current: ours is pushed and popped
         assert int(d.cuCtxGetCurrent()[1]) == int(foreign)
         g.replay()
         assert int(d.cuCtxGetCurrent()[1]) == int(foreign)
+        g.replay(inputs={x: x3})  # the rebinding too runs with ours current
+        assert int(d.cuCtxGetCurrent()[1]) == int(foreign)
     finally:
         d.cuCtxPopCurrent()
         d.cuCtxDestroy(foreign)
-    assert np.array_equal(down(s, y), np.full(16, 2, np.float32))
+    assert np.array_equal(down(s, y), np.full(16, 6, np.float32))
 
 
 def test_replay_after_the_session_ended():
