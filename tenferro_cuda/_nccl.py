@@ -152,7 +152,8 @@ def _call(name: str, op: str, comm: Any, *args: Any) -> Any:
         status = getattr(exc, "status", None)
         if status is None:
             raise BackendSourceError(f"{c_name(name)} failed: {exc}", op=op) from exc
-        raise error_for(c_name(name), int(status), op, _last_error(lib, comm)) from None
+        err = error_for(c_name(name), int(status), op, _last_error(lib, comm))
+        raise err from err.__cause__  # the NcclError, not nccl4py's exception
 
 
 # --- communicators -----------------------------------------------------------------------

@@ -22,8 +22,12 @@ from . import ranks, wire
 __all__ = ["all_reduce", "all_gather", "reduce_scatter", "broadcast", "send_recv"]
 
 
-def _result(outs: list, single: bool) -> Any:
-    return outs[0] if single else outs
+def _result(results: list, single: bool, given: object) -> Any:
+    """What a call returns: the caller's own ``out`` for the ``_into`` forms, else the new
+    tensors shaped like ``x`` (one tensor, or a list in the order of ``x``)."""
+    if given is not None:
+        return given
+    return results[0] if single else results
 
 
 def all_reduce(comm: Any, x: object, red: str, out: object, op: str) -> Any:
@@ -44,7 +48,7 @@ def all_reduce(comm: Any, x: object, red: str, out: object, op: str) -> Any:
             calls.append((_nccl.all_reduce, (src.data_ptr(), dst.data_ptr(), count, code,
                                              red_code, comm._handles[i], int(ctx.stream))))
     ranks.issue(calls, op)
-    return _result(results, single)
+    return _result(results, single, out)
 
 
 def all_gather(comm: Any, x: object, out: object, op: str) -> Any:
@@ -65,7 +69,7 @@ def all_gather(comm: Any, x: object, out: object, op: str) -> Any:
             calls.append((_nccl.all_gather, (src.data_ptr(), dst.data_ptr(), nbytes,
                                              wire.BYTES, comm._handles[i], int(ctx.stream))))
     ranks.issue(calls, op)
-    return _result(results, single)
+    return _result(results, single, out)
 
 
 def reduce_scatter(comm: Any, x: object, red: str, out: object, op: str) -> Any:
@@ -92,7 +96,7 @@ def reduce_scatter(comm: Any, x: object, red: str, out: object, op: str) -> Any:
                                                  code, red_code, comm._handles[i],
                                                  int(ctx.stream))))
     ranks.issue(calls, op)
-    return _result(results, single)
+    return _result(results, single, out)
 
 
 def _check_rank(comm: Any, value: object, op: str, what: str) -> int:
@@ -128,7 +132,7 @@ def broadcast(comm: Any, x: object, root: object, in_place: bool, op: str) -> An
             calls.append((_nccl.broadcast, (send, dst.data_ptr(), nbytes, wire.BYTES, root,
                                             comm._handles[i], int(ctx.stream))))
     ranks.issue(calls, op)
-    return _result(results, single)
+    return _result(results, single, x if in_place else None)
 
 
 def _pairs(comm: Any, ctxs: list, pairs: object, op: str, what: str) -> list:

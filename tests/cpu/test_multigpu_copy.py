@@ -257,3 +257,21 @@ def test_residency_error_names_both_devices():
     err = not_resident(other, t, "add", "lhs")
     assert isinstance(err, tc.RuntimeStateError)
     assert "on device 3, not device 0" in str(err) and "copy_to" in str(err)
+
+
+def test_peer_copy_is_answered_per_pair(monkeypatch):
+    from tenferro_cuda import capabilities
+
+    access = {(0, 1): True, (1, 0): True, (0, 2): True, (2, 0): False}
+    fake = SimpleNamespace(device_count=lambda: 3, device=lambda n: n,
+                           can_access_peer=lambda a, b: access.get((a, b), False))
+    monkeypatch.setattr(capabilities, "_driver", fake)
+    rt = SimpleNamespace(ordinal=0, device=0)
+    assert capabilities.peer_copy_with(rt, 1) is True
+    assert capabilities.peer_copy_with(rt, 2) is False  # one way only: not a peer pair
+    assert capabilities.peer_copy_with(rt, 0) is False  # a device is not its own peer
+    with pytest.raises(tc.CudaDeviceError, match="no CUDA device 3"):
+        capabilities.peer_copy_with(rt, 3)
+    for bad in (-1, 1.0, "1", None):
+        with pytest.raises(tc.ValidationError, match="peer must be a session or a device"):
+            capabilities.peer_copy_with(rt, bad)
