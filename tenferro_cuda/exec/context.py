@@ -141,23 +141,6 @@ class ExecContext(Authority):
             link = self.links[dst] = Link(self, dst)
         return link
 
-    def record_event(self, op: str) -> Any:
-        """A new event recorded on the stream (destroy it with ``destroy_event``)."""
-        event = _driver.event_create()
-        try:
-            _driver.event_record(event, self.stream)
-        except BaseException:
-            _driver.event_destroy(event)
-            raise
-        return event
-
-    def wait_event(self, event: Any) -> None:
-        """Make the stream wait (on the device) for ``event``."""
-        _driver.stream_wait_event(self.stream, event)
-
-    def destroy_event(self, event: Any) -> None:
-        _driver.event_destroy(event)
-
     def pointer_device(self, address: int) -> int:
         """The device ordinal of a device address (BackendSourceError for host memory)."""
         return _driver_memory.pointer_device_ordinal(address)
