@@ -1,7 +1,8 @@
 """tenferro_cuda: a CUDA execution layer for tensor operations.
 
 Importing this package does no CUDA work: the driver is initialised by the first
-session (``cuda_exec_session``), and NVRTC by the first compile.
+session (``cuda_exec_session``), NVRTC by the first compile, and NCCL by the first
+``Communicator``.
 """
 
 from __future__ import annotations
@@ -56,6 +57,8 @@ _LAZY = {
     "KernelArg": ("raw", "KernelArg"),
     "KernelSession": ("kernel_session", "KernelSession"),
     "CudaGraph": ("graph", "CudaGraph"),
+    "Communicator": ("collectives", "Communicator"),
+    "nccl_unique_id": ("collectives", "unique_id"),
 }
 
 

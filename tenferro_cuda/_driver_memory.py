@@ -87,8 +87,15 @@ memcpy_dtod_async = _async_call("cuMemcpyDtoDAsync")  # (dst, src, nbytes, strea
 memset_d8_async = _async_call("cuMemsetD8Async")  # (dst, byte value, nbytes, stream)
 
 
-def memcpy_peer_async(dst: int, dst_ctx, src: int, src_ctx, nbytes: int, stream) -> None:
-    check(_d.cuMemcpyPeerAsync(dst, dst_ctx, src, src_ctx, nbytes, stream), "cuMemcpyPeerAsync")
+def mem_pool_grant_access(pool, ordinal: int) -> None:
+    """Let device ``ordinal`` read and write every allocation of ``pool`` (a pool of another
+    device): peer access to stream-ordered memory, which ``cuCtxEnablePeerAccess`` does not
+    give."""
+    desc = _d.CUmemAccessDesc()
+    desc.location.type = _d.CUmemLocationType.CU_MEM_LOCATION_TYPE_DEVICE
+    desc.location.id = ordinal
+    desc.flags = _d.CUmemAccess_flags.CU_MEM_ACCESS_FLAGS_PROT_READWRITE
+    check(_d.cuMemPoolSetAccess(pool, [desc], 1), "cuMemPoolSetAccess")
 
 
 def pointer_device_ordinal(ptr: int) -> int:
@@ -96,8 +103,14 @@ def pointer_device_ordinal(ptr: int) -> int:
     return int(check(_d.cuPointerGetAttribute(attr, ptr), "cuPointerGetAttribute"))
 
 
-def host_alloc_pinned(nbytes: int) -> int:
-    return int(check(_d.cuMemHostAlloc(nbytes, 0), "cuMemHostAlloc"))
+HOST_ALLOC_PORTABLE = 0x01  # CU_MEMHOSTALLOC_PORTABLE: page-locked for every context
+
+
+def host_alloc_pinned(nbytes: int, portable: bool = False) -> int:
+    """Page-locked host memory; ``portable`` memory is page-locked for every context (a
+    staging buffer between two devices), not only the current one."""
+    flags = HOST_ALLOC_PORTABLE if portable else 0
+    return int(check(_d.cuMemHostAlloc(nbytes, flags), "cuMemHostAlloc"))
 
 
 def host_free(ptr: int) -> int:

@@ -5321,22 +5321,40 @@ class SessionOps:
         """
         ...
 
-    def copy_to(self, destination: object, tensor: Tensor | TensorView) -> Tensor:
+    def copy_to(self, destination: object, tensor: Tensor | TensorView, route: str = ...) -> Tensor:
         """Copy a tensor or view of this session into a new tensor of ``destination``.
+
+        The only way data moves between devices (ops never transfer implicitly). The copy is
+        ordered after this session's earlier work and before ``destination``'s later work,
+        and this session's later work (a free of ``tensor``, say) waits for it; the host is
+        never blocked.
 
         Parameters
         ----------
         destination : CudaExecSession
-            A session of another device (or of this one) open on this thread.
+            A session open on this thread: of another device, of this one, or this session.
         tensor : Tensor or TensorView
-            A device tensor or view of this session.
+            A device tensor or view of this session (views are compacted here first).
+        route : {"auto", "peer", "host"}
+            ``"auto"``: a device-to-device copy when both sessions share the device or the
+            driver allows peer access between the devices (``supports(PEER_COPY, peer=...)``),
+            else staged through pinned host memory. ``"peer"``: direct or fail.
+            ``"host"``: always staged through pinned host memory.
 
         Returns
         -------
         Tensor
-            A new compact tensor resident on ``destination``. The copy waits for this
-            session's work, and this session's later work (a free of ``tensor``, say) waits
-            for the copy; only the host is never blocked.
+            A new compact tensor resident on ``destination``.
+
+        Raises
+        ------
+        ValidationError
+            ``destination`` is not a session, or ``route`` is unknown.
+        RuntimeStateError
+            ``tensor`` is not resident on this session, or ``destination`` is closed or
+            belongs to another thread.
+        UnsupportedError
+            ``route="peer"`` between devices without peer access.
         """
         ...
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 
 from . import _driver
+from .errors import CudaDeviceError, ValidationError
 from .runtime import Capability, CudaRuntime
 
 
@@ -36,6 +37,23 @@ def _peer_copy(rt: CudaRuntime) -> bool:
     return False
 
 
+def peer_copy_with(rt: CudaRuntime, ordinal: object, op: str = "supports") -> bool:
+    """Whether copies between ``rt``'s device and device ``ordinal`` go directly, both
+    ways (``cuDeviceCanAccessPeer`` in each direction). False for ``rt``'s own device:
+    a device is not its own peer (copies within it are SAME_DEVICE_ASYNC_COPY)."""
+    if type(ordinal) is not int or ordinal < 0:
+        raise ValidationError(f"peer must be a session or a device ordinal >= 0 (got "
+                              f"{ordinal!r})", op=op)
+    count = _driver.device_count()
+    if ordinal >= count:
+        raise CudaDeviceError(f"no CUDA device {ordinal} ({count} present)", op=op)
+    if ordinal == rt.ordinal:
+        return False
+    other = _driver.device(ordinal)
+    return _driver.can_access_peer(rt.device, other) and \
+        _driver.can_access_peer(other, rt.device)
+
+
 def supports(rt: CudaRuntime, cap: Capability) -> bool:
     info = rt.info
     if cap in (Capability.RAW_MODULE, Capability.RAW_STREAM, Capability.KERNEL_SESSION):
@@ -52,4 +70,8 @@ def supports(rt: CudaRuntime, cap: Capability) -> bool:
         return info.compute_capability >= (8, 0)
     if cap is Capability.CUBLAS:
         return _cublas_loadable()
+    if cap is Capability.COLLECTIVES:
+        from . import _nccl
+
+        return _nccl.available()
     return False

@@ -23,6 +23,7 @@ __all__ = [
     "CudaError",
     "NvrtcError",
     "CublasError",
+    "NcclError",
     "VALIDATION_KINDS",
 ]
 
@@ -108,7 +109,8 @@ class SessionEntryError(RuntimeStateError):
 
 
 class BackendSourceError(TenferroError, RuntimeError):
-    """A native library failed; ``__cause__`` holds the CudaError/NvrtcError/CublasError."""
+    """A native library failed; ``__cause__`` holds the CudaError/NvrtcError/CublasError/
+    NcclError."""
 
 
 class OutOfMemoryError(BackendSourceError, MemoryError):
@@ -168,3 +170,7 @@ class NvrtcError(_NativeError):
 
 class CublasError(_NativeError):
     """A cublasStatus_t other than CUBLAS_STATUS_SUCCESS."""
+
+
+class NcclError(_NativeError):
+    """An ncclResult_t other than ncclSuccess."""

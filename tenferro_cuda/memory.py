@@ -86,6 +86,13 @@ class DeviceBuffer(Authority):
         return self.origin.stream
 
     @property
+    def pooled(self) -> bool:
+        """Whether this is memory of the runtime's pool (graph memory included), as opposed
+        to memory adopted from another library."""
+        owner = self.owner
+        return owner is None or getattr(owner, "pool_memory", False) is True
+
+    @property
     def pool(self) -> MemoryPool | None:
         """The pool that owns this memory (None for adopted foreign memory)."""
         return self.origin.pool if self.owner is None else None

@@ -45,6 +45,7 @@ class GpuExtensionCapability(enum.Enum):
     BF16_ARITHMETIC = "bf16_arithmetic"
     STREAM_ORDERED_MEMORY = "stream_ordered_memory"
     CUBLAS = "cublas"
+    COLLECTIVES = "collectives"  # NCCL loads: tenferro_cuda.Communicator works
 
 
 Capability = GpuExtensionCapability  # the short name, kept as an alias

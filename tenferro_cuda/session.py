@@ -91,12 +91,26 @@ class CudaExecSession(SessionOps, Authority):
         entry.check(self, "allocation_domain")
         return self._rt.domain
 
-    def supports(self, capability: GpuExtensionCapability | str) -> bool:
-        """Answer from device and library queries (see ``capabilities.py``)."""
-        from .capabilities import supports
+    def supports(self, capability: GpuExtensionCapability | str,
+                 peer: CudaExecSession | int | None = None) -> bool:
+        """Answer from device and library queries (see ``capabilities.py``).
 
-        entry.check(self, "supports")
-        return supports(self._rt, GpuExtensionCapability(capability))
+        With ``peer`` (a session or a device ordinal), ``PEER_COPY`` is answered for that
+        pair of devices: whether copies between them go directly both ways
+        (``cuDeviceCanAccessPeer``); False for this session's own device. Without it,
+        ``PEER_COPY`` says whether some other device is a peer of this one."""
+        from .capabilities import peer_copy_with, supports
+
+        op = "supports"
+        entry.check(self, op)
+        cap = GpuExtensionCapability(capability)
+        if peer is None:
+            return supports(self._rt, cap)
+        if cap is not GpuExtensionCapability.PEER_COPY:
+            raise ValidationError(f"peer applies to PEER_COPY only (got {cap.name})", op=op)
+        if isinstance(peer, CudaExecSession):
+            peer = entry.check(peer, op).ordinal
+        return peer_copy_with(self._rt, peer, op)
 
     def ensure_gpu_resident(self, tensor: object, op: str) -> None:
         """Raise RuntimeStateError naming ``op`` unless ``tensor`` lives on this runtime

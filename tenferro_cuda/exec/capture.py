@@ -68,6 +68,7 @@ class GraphMemory:
 
     __slots__ = ("arena", "stream", "blocks", "buffers", "deferred", "constants", "closed",
                  "__weakref__")
+    pool_memory = True  # its blocks come from the runtime's pool (DeviceBuffer.pooled)
 
     def __init__(self, arena: _Arena, aux_stream: Any) -> None:
         self.arena, self.stream = arena, aux_stream

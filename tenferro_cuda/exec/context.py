@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from ..runtime import CudaDeviceInfo, CudaRuntime
     from .blas import Blas
     from .capture import CaptureState
+    from .peer import Link
 
 __all__ = ["ExecContext", "BLOCK"]
 
@@ -47,7 +48,7 @@ class ExecContext(Authority):
     __slots__ = ("runtime", "thread", "context", "context_id", "ordinal", "domain", "info",
                  "sm_count", "stream", "home", "err_word", "err_host", "launches", "memo",
                  "dot_slots", "session_open", "pending", "closed", "eager", "capture",
-                 "aux_stream", "_blas", "events")
+                 "aux_stream", "_blas", "events", "links")
 
     runtime: CudaRuntime
     info: CudaDeviceInfo
@@ -86,6 +87,7 @@ class ExecContext(Authority):
         self.aux_stream: Any = None  # made on first use (graph memory)
         self._blas: Blas | None = None
         self.events: list = []  # idle ordering events of this context (_foreign.order)
+        self.links: dict[ExecContext, Link] = {}  # copies into other contexts (exec/peer)
 
     # --- memory --------------------------------------------------------------------------
     def alloc(self, dtype: DType, shape: tuple[int, ...], op: str) -> Tensor:
@@ -128,30 +130,17 @@ class ExecContext(Authority):
         with allow_host_sync():
             _driver.stream_synchronize(self.stream, op)
 
-    def copy_peer(self, dst: int, src: int, src_ctx: ExecContext, nbytes: int,
-                  op: str) -> None:
-        """Copy ``nbytes`` from ``src`` (memory of ``src_ctx``'s runtime) to ``dst`` (ours),
-        on our stream (peer access when the devices allow it, staged by the driver
-        otherwise)."""
-        _driver_memory.memcpy_peer_async(dst, self.context, src, src_ctx.context, nbytes,
-                                         self.stream)
+    def link(self, dst: ExecContext) -> Link:
+        """The reusable state of copies from this context into ``dst`` (``exec/peer.py``),
+        made on first use; links into contexts closed meanwhile are closed then."""
+        link = self.links.get(dst)
+        if link is None:
+            from .peer import Link
 
-    def record_event(self, op: str) -> Any:
-        """A new event recorded on the stream (destroy it with ``destroy_event``)."""
-        event = _driver.event_create()
-        try:
-            _driver.event_record(event, self.stream)
-        except BaseException:
-            _driver.event_destroy(event)
-            raise
-        return event
-
-    def wait_event(self, event: Any) -> None:
-        """Make the stream wait (on the device) for ``event``."""
-        _driver.stream_wait_event(self.stream, event)
-
-    def destroy_event(self, event: Any) -> None:
-        _driver.event_destroy(event)
+            for other in [c for c in self.links if c.closed]:
+                self.links.pop(other).close()
+            link = self.links[dst] = Link(self, dst)
+        return link
 
     def pointer_device(self, address: int) -> int:
         """The device ordinal of a device address (BackendSourceError for host memory)."""
@@ -229,6 +218,9 @@ class ExecContext(Authority):
         for event in self.events:
             _driver.event_destroy(event)
         self.events.clear()
+        for link in self.links.values():
+            link.close()
+        self.links.clear()
         _driver_memory.host_free(self.err_host)
         _driver.stream_destroy(self.stream)
         if self.aux_stream is not None:

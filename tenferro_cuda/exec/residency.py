@@ -6,7 +6,7 @@ belongs to this runtime's allocation domain and device, and to this thread's str
 (memory adopted from another library is given the adopting context's home, after its
 producer was ordered before the session stream). ``resident`` is the check every op
 makes; it never transfers, and its error names the op, what was expected and what was
-found.
+found (for a tensor of another device, both devices and the way to move it: copy_to).
 """
 
 from __future__ import annotations
@@ -68,14 +68,15 @@ def not_resident(ctx: Any, t: object, op: str, what: str) -> Exception:
         return RuntimeStateError(f"{what}: expected a device tensor resident on {here}; "
                                  f"found {foreign} ({hint})", op=op)
     buf = t.base.buffer
+    move = " (nothing moves between runtimes implicitly: copy it with copy_to)"
     if buf is None:
         found = "a host tensor (upload it with upload_host_tensor first)"
     elif buf.freed:
         found = "a reclaimed tensor (its buffer was released)"
     elif buf.ordinal != ctx.ordinal:
-        found = f"a tensor on device {buf.ordinal}"
+        found = f"a tensor on device {buf.ordinal}, not device {ctx.ordinal}{move}"
     elif buf.domain != ctx.domain:
-        found = f"a tensor of another runtime (allocation domain {buf.domain})"
+        found = f"a tensor of another runtime (allocation domain {buf.domain}){move}"
     else:
         found = "a tensor created on another thread's stream"
     return RuntimeStateError(f"{what}: expected a device tensor resident on {here} "

@@ -113,7 +113,7 @@ def test_compile_error_options_are_a_tuple():
     assert (back.log, back.options) == ("L", ("-a", "-b"))
 
 
-NATIVE = [E.CudaError, E.NvrtcError, E.CublasError]
+NATIVE = [E.CudaError, E.NvrtcError, E.CublasError, E.NcclError]
 
 
 @pytest.mark.parametrize("cls", NATIVE, ids=[c.__name__ for c in NATIVE])

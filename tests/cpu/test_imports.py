@@ -1,6 +1,6 @@
-"""Only the binding modules (_driver.py, _driver_memory.py, _nvrtc.py, _cublas.py) may
-import native bindings (DESIGN 1), and the op families never reach a binding module, not
-even through a re-export (DESIGN 9).
+"""Only the binding modules (_driver.py, _driver_memory.py, _nvrtc.py, _cublas.py,
+_nccl.py) may import native bindings (DESIGN 1), and the op families never reach a binding
+module, not even through a re-export (DESIGN 9).
 
 Scans every module of the package with ``ast``: ``import``/``from`` statements and
 string-named dynamic imports (``importlib.import_module``, ``__import__``); and imports
@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[2] / "tenferro_cuda"
-ALLOWED = {"_driver.py", "_driver_memory.py", "_nvrtc.py", "_cublas.py"}
-NATIVE_ROOTS = ("cuda", "nvmath")
+ALLOWED = {"_driver.py", "_driver_memory.py", "_nvrtc.py", "_cublas.py", "_nccl.py"}
+NATIVE_ROOTS = ("cuda", "nvmath", "nccl")
 SOURCES = sorted(PACKAGE.rglob("*.py"))
 
 
@@ -67,6 +67,8 @@ SCANNER_CASES = [
     ("import nvmath.bindings.cublas", True),
     ("from nvmath.bindings import cublas as cb", True),
     ("import importlib\nimportlib.import_module('nvmath.bindings.cublas')", True),
+    ("import importlib\nimportlib.import_module('nccl.bindings.nccl')", True),
+    ("from nccl.bindings import nccl", True),
     ("__import__('cuda.bindings.nvrtc')", True),
     ("def f():\n    from cuda.bindings import nvrtc\n", True),
     ("from . import _driver", False),
@@ -84,8 +86,8 @@ def test_scanner(source, native):
 
 
 BINDINGS = ("tenferro_cuda._driver", "tenferro_cuda._driver_memory", "tenferro_cuda._nvrtc",
-            "tenferro_cuda._cublas", "tenferro_cuda._cublas_lt")
-BINDING_NAME = re.compile(r"\b_(driver|driver_memory|cublas|cublas_lt|nvrtc)\b")
+            "tenferro_cuda._cublas", "tenferro_cuda._cublas_lt", "tenferro_cuda._nccl")
+BINDING_NAME = re.compile(r"\b_(driver|driver_memory|cublas|cublas_lt|nvrtc|nccl)\b")
 OPS_SOURCES = sorted((PACKAGE / "ops").rglob("*.py"))
 
 

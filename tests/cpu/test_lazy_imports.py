@@ -12,7 +12,8 @@ import subprocess
 import sys
 import textwrap
 
-LAZY = ("ml_dtypes", "cuda", "nvmath", "tqdm", "tenferro_cuda.kernels.families")
+LAZY = ("ml_dtypes", "cuda", "nvmath", "nccl", "tqdm", "tenferro_cuda.kernels.families",
+        "tenferro_cuda.collectives", "tenferro_cuda._nccl")
 
 
 def _run(code: str) -> dict:

@@ -1,12 +1,20 @@
 """GPU-tier fixtures. Every test here is marked ``gpu``; tests/conftest.py skips them
-without a device."""
+without a device.
+
+NVLink multicast (NVLS) stays off in every NCCL communicator these tests make: a program
+that uses it can put a host's shared GPUs out of service, and nothing here needs it.
+"""
 
 from __future__ import annotations
 
-import numpy as np
-import pytest
+import os
 
-import tenferro_cuda as tc
+os.environ["NCCL_NVLS_ENABLE"] = "0"  # before any communicator exists (NCCL reads it then)
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+import tenferro_cuda as tc  # noqa: E402
 
 
 def pytest_collection_modifyitems(config, items):

@@ -86,6 +86,10 @@ class FakeBuffer:
     def freed(self) -> bool:
         return self.home is None
 
+    @property
+    def pooled(self) -> bool:
+        return self.owner is None
+
     def release(self) -> None:
         self.home = None
 

@@ -4,7 +4,8 @@ sessions.
 ``upload_host_tensor`` enqueues a host-to-device copy; the numpy array may be dropped as
 soon as it returns. ``download_to_host`` is one of the two host barriers: it returns a
 host tensor holding the finished result. ``copy_to`` copies into another session's
-runtime, stream-ordered on both sides. Everything else only enqueues.
+runtime (another device, usually), stream-ordered on both sides (``exec/peer.py`` has the
+routes). Everything else only enqueues.
 
 Transfers of at most ``WORD_BYTES`` (8) bytes go through the execution context's pinned
 host word (``ExecContext.err_host``, the word ``synchronize`` reads the device error word
@@ -26,7 +27,7 @@ import numpy as np
 
 from ..._dlpack_export import exports_over
 from ...errors import RuntimeStateError, ValidationError
-from ...exec import guard
+from ...exec import guard, peer
 from ...exec.context import ExecContext
 from ...exec.entry import context_of
 from ...exec.residency import resident
@@ -184,43 +185,55 @@ def reclaim_buffer(ctx: ExecContext, tensor: Tensor) -> None:
     buffer.release()
 
 
-def copy_to(ctx: ExecContext, destination: object, tensor: Tensor | TensorView) -> Tensor:
+def copy_to(ctx: ExecContext, destination: object, tensor: Tensor | TensorView,
+            route: str = "auto") -> Tensor:
     """Copy a tensor or view of this session into a new tensor of ``destination``.
+
+    The only way data moves between devices (ops never transfer implicitly). The copy is
+    ordered after this session's earlier work and before ``destination``'s later work,
+    and this session's later work (a free of ``tensor``, say) waits for it; the host is
+    never blocked.
 
     Parameters
     ----------
     destination : CudaExecSession
-        A session of another device (or of this one) open on this thread.
+        A session open on this thread: of another device, of this one, or this session.
     tensor : Tensor or TensorView
-        A device tensor or view of this session.
+        A device tensor or view of this session (views are compacted here first).
+    route : {"auto", "peer", "host"}
+        ``"auto"``: a device-to-device copy when both sessions share the device or the
+        driver allows peer access between the devices (``supports(PEER_COPY, peer=...)``),
+        else staged through pinned host memory. ``"peer"``: direct or fail.
+        ``"host"``: always staged through pinned host memory.
 
     Returns
     -------
     Tensor
-        A new compact tensor resident on ``destination``. The copy waits for this
-        session's work, and this session's later work (a free of ``tensor``, say) waits
-        for the copy; only the host is never blocked.
+        A new compact tensor resident on ``destination``.
+
+    Raises
+    ------
+    ValidationError
+        ``destination`` is not a session, or ``route`` is unknown.
+    RuntimeStateError
+        ``tensor`` is not resident on this session, or ``destination`` is closed or
+        belongs to another thread.
+    UnsupportedError
+        ``route="peer"`` between devices without peer access.
     """
     op = "copy_to"
-    resident(ctx, tensor, op)
+    buffer = resident(ctx, tensor, op)
     dst = context_of(destination, op)
-    if dst is ctx:
+    how = peer.choose(ctx, dst, route, op)
+    if how == "same":
         return storage.materialize(ctx, tensor, op)
-    src = tensor if tensor.is_contiguous else storage.materialize(ctx, tensor, op)
-    ready = ctx.record_event(op)  # in our context: "the source is written"
-    try:
-        with guard.within(dst.context, dst.context_id):
-            out = dst.alloc(tensor.dtype, tensor.shape, op)
-            if out.nbytes:
-                dst.wait_event(ready)
-                dst.copy_peer(out.data_ptr(), src.data_ptr(), ctx, out.nbytes, op)
-                done = dst.record_event(op)
-                try:
-                    ctx.wait_event(done)
-                finally:
-                    dst.destroy_event(done)
-    finally:
-        ctx.destroy_event(ready)
+    src = tensor
+    if not tensor.is_contiguous or (how == "peer" and not buffer.pooled):
+        # the peer route reads pool memory only (the pool is what was opened to the peer)
+        src = storage.materialize(ctx, tensor, op)
+    with guard.within(dst.context, dst.context_id):
+        out = dst.alloc(tensor.dtype, tensor.shape, op)
+    ctx.link(dst).copy(how, out.data_ptr(), src.data_ptr(), out.nbytes, op)
     return out
 
 
