@@ -5317,7 +5317,8 @@ class SessionOps:
         ValidationError
             A view instead of an owned tensor.
         RuntimeStateError
-            Not resident on this session (already reclaimed, say).
+            Not resident on this session (already reclaimed, say), or exported through
+            DLPack to a consumer that still holds it (its memory must outlive that).
         """
         ...
 
