@@ -160,6 +160,8 @@ def _bf16(value: object) -> int | Misfit | None:
         return 0xFFC0 if math.copysign(1.0, x) < 0 else 0x7FC0
     if math.isfinite(x) and x != 0.0:
         _, e = math.frexp(x)  # x = m * 2**e, 0.5 <= |m| < 1
+        if e > 128:  # |x| >= 2**128
+            return _overflow(DType.BFLOAT16)
         q = max(e, -125) - 8  # exponent of the last significand bit kept
         # exact scalings around a round half to even (the sign kept for an underflow to 0)
         x = math.copysign(math.ldexp(round(math.ldexp(x, -q)), q), x)
