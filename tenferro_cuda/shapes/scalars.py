@@ -42,7 +42,8 @@ import numpy as np
 from ..dtypes import ALL_DTYPES, DType
 from ..errors import ValidationError
 
-__all__ = ["Scalar", "is_scalar", "converter", "bits", "not_an_operand", "Misfit"]
+__all__ = ["Scalar", "Converter", "Misfit", "is_scalar", "converter", "bits",
+           "not_an_operand"]
 
 Scalar: TypeAlias = "bool | int | float | complex | np.generic"
 """A scalar operand: a Python bool, int, float or complex, or a numpy scalar."""
@@ -81,9 +82,7 @@ def _kind(value: object) -> tuple[str, object] | None:
         if isinstance(value, _NUMPY_COMPLEX):
             return COMPLEX, complex(value)
         return None
-    if isinstance(value, bool):  # pragma: no cover - bool cannot be subclassed
-        return BOOL, value
-    if isinstance(value, int):
+    if isinstance(value, int):  # a subclass (bool has none)
         return INT, int(value)
     if isinstance(value, float):
         return FLOAT, float(value)
