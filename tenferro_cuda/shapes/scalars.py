@@ -61,34 +61,33 @@ class Misfit(NamedTuple):
     text: str
 
 
+_TYPES = {bool: BOOL, int: INT, float: FLOAT, complex: COMPLEX, np.bool_: BOOL,
+          **{t: INT for t in (np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16,
+                              np.uint32, np.uint64)},
+          **{t: FLOAT for t in _NUMPY_FLOATS}, **{t: COMPLEX for t in _NUMPY_COMPLEX}}
+_MAKE = {BOOL: bool, INT: int, FLOAT: float, COMPLEX: complex}
+
+
 def _kind(value: object) -> tuple[str, object] | None:
-    """(kind, Python value) of a scalar; None for anything else."""
-    t = type(value)
-    if t is float:
-        return FLOAT, value
-    if t is int:
-        return INT, value
-    if t is bool:
-        return BOOL, value
-    if t is complex:
-        return COMPLEX, value
-    if isinstance(value, np.generic):
-        if isinstance(value, np.bool_):
-            return BOOL, bool(value)
-        if isinstance(value, np.integer):
-            return INT, int(value)
-        if isinstance(value, _NUMPY_FLOATS) or value.dtype.name == "bfloat16":
-            return FLOAT, float(value)  # type: ignore[arg-type]
-        if isinstance(value, _NUMPY_COMPLEX):
-            return COMPLEX, complex(value)
-        return None
-    if isinstance(value, int):  # a subclass (bool has none)
-        return INT, int(value)
-    if isinstance(value, float):
-        return FLOAT, float(value)
-    if isinstance(value, complex):
-        return COMPLEX, complex(value)
-    return None
+    """(kind, the Python scalar of that kind with the same value); None: not a scalar."""
+    kind = _TYPES.get(type(value))
+    if kind is None:
+        if isinstance(value, np.generic):
+            if isinstance(value, np.integer):
+                kind = INT
+            elif value.dtype.name == "bfloat16":  # ml_dtypes' (loaded: it made this one)
+                kind = _TYPES[type(value)] = FLOAT
+            else:
+                return None
+        elif isinstance(value, int):  # a subclass (bool has none)
+            kind = INT
+        elif isinstance(value, float):
+            kind = FLOAT
+        elif isinstance(value, complex):
+            kind = COMPLEX
+        else:
+            return None
+    return kind, _MAKE[kind](value)  # type: ignore[operator]
 
 
 def is_scalar(value: object) -> bool:
@@ -131,22 +130,34 @@ def _int_converter(dtype: DType) -> Converter:
     return convert
 
 
+_EXACT = 1 << 53  # ints of at most this magnitude are exact as float64
+
+
 def _float_converter(dtype: DType) -> Converter:
-    """float16/32/64 through ``struct``, which rounds once to nearest even and raises
-    OverflowError for a finite value that rounds to infinity."""
+    """float16/32/64 through ``struct``, which rounds a float once to nearest even and
+    raises OverflowError for a finite one that rounds to infinity (an int exact in float64
+    goes as that float)."""
     fmt = {DType.FLOAT16: ("<e", "<H"), DType.FLOAT32: ("<f", "<I"),
            DType.FLOAT64: ("<d", "<Q")}[dtype]
     pack, unpack = struct.Struct(fmt[0]).pack, struct.Struct(fmt[1]).unpack
     over = _overflow(dtype)
 
     def convert(value: object) -> int | Misfit | None:
-        if type(value) is float:
-            try:
-                return unpack(pack(value))[0]
-            except OverflowError:
-                return over
-        return _convert(value, dtype)
+        t = type(value)
+        if t is float:
+            x = value
+        elif t is int and -_EXACT <= value <= _EXACT:  # type: ignore[operator]
+            x = float(value)  # type: ignore[arg-type]
+        else:
+            return _convert(value, dtype)
+        try:
+            return unpack(pack(x))[0]
+        except OverflowError:
+            return over
     return convert
+
+
+_F64, _U64 = struct.Struct("<d"), struct.Struct("<Q")
 
 
 def _bf16(value: object) -> int | Misfit | None:
@@ -154,35 +165,49 @@ def _bf16(value: object) -> int | Misfit | None:
     float32), subnormals included."""
     if type(value) is not float:
         return _convert(value, DType.BFLOAT16)
+    u = _U64.unpack(_F64.pack(value))[0]
+    if 897 <= u >> 52 & 0x7FF <= 1150:  # a normal bfloat16: 2**-126 <= |x| < 2**128
+        # the sign, the 11 exponent bits and the top 7 significand bits, rounded to nearest
+        # even on the 45 bits dropped
+        r = (u + 0xFFFFFFFFFFF + (u >> 45 & 1)) >> 45
+        if r & 0x3FF80 > 1150 << 7:  # rounded up to 2**128
+            return _overflow(DType.BFLOAT16)
+        return (r & 0x3FFFF) - (896 << 7) | (r >> 18) << 15  # the exponent rebiased
     x: float = value  # type: ignore[assignment]
     if math.isnan(x):
-        return 0xFFC0 if math.copysign(1.0, x) < 0 else 0x7FC0
+        return 0xFFC0 if u >> 63 else 0x7FC0
     if math.isfinite(x) and x != 0.0:
         _, e = math.frexp(x)  # x = m * 2**e, 0.5 <= |m| < 1
         if e > 128:  # |x| >= 2**128
             return _overflow(DType.BFLOAT16)
-        q = max(e, -125) - 8  # exponent of the last significand bit kept
+        q = max(e, -125) - 8  # exponent of the last significand bit kept: subnormals
         # exact scalings around a round half to even (the sign kept for an underflow to 0)
         x = math.copysign(math.ldexp(round(math.ldexp(x, -q)), q), x)
-        if abs(x) > _BF16_MAX:
-            return _overflow(DType.BFLOAT16)
     return _U32.unpack(_F32.pack(x))[0] >> 16  # exact in float32
 
 
 def _complex_converter(dtype: DType) -> Converter:
-    """Each part as the real dtype of the parts; the imaginary part's bits above."""
-    part, shift = dtype.real, 8 * dtype.real.itemsize
+    """Each part rounded as the real dtype of the parts (``struct``, as for the real
+    dtypes); the imaginary part's bits above the real part's."""
+    part = dtype.real
+    if part is DType.FLOAT32:
+        pack, unpack, shift = struct.Struct("<ff").pack, struct.Struct("<Q").unpack, 0
+    else:
+        pack, unpack, shift = struct.Struct("<dd").pack, struct.Struct("<QQ").unpack, 64
+    over = _overflow(part)
 
     def convert(value: object) -> int | Misfit | None:
-        if type(value) is complex:
-            re = _CONVERTERS[part](value.real)  # type: ignore[attr-defined]
-            im = _CONVERTERS[part](value.imag)  # type: ignore[attr-defined]
-            if type(re) is not int:
-                return re
-            if type(im) is not int:
-                return im
-            return re | im << shift  # type: ignore[operator]
-        return _convert(value, dtype)
+        t = type(value)
+        try:
+            if t is complex:
+                words = unpack(pack(value.real, value.imag))  # type: ignore[attr-defined]
+            elif t is float or t is int and -_EXACT <= value <= _EXACT:  # type: ignore[operator]
+                words = unpack(pack(float(value), 0.0))  # type: ignore[arg-type]
+            else:
+                return _convert(value, dtype)
+        except OverflowError:
+            return over
+        return words[0] | words[-1] << shift if shift else words[0]
     return convert
 
 
