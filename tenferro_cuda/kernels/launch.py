@@ -96,16 +96,17 @@ class PreparedLaunch:
         self._head = struct.Struct("".join(head))
         # The head writer with its buffer and offset bound: one call per launch.
         self._pack = functools.partial(self._head.pack_into, self._buf, shift)
-        self._tail = tuple((struct.Struct("<" + fmt), shift + off)
+        # One writer per tail value, its buffer and offset bound (put_tail is one call).
+        self._tail = tuple(functools.partial(struct.Struct("<" + fmt).pack_into, self._buf,
+                                             shift + off)
                            for off, fmt in zip(offsets[nhead:], fmts[nhead:]))
         for j, value in enumerate(tail):
-            self.put_tail(j, value)
+            self._tail[j](value)
 
     def put_tail(self, j: int, value: Any) -> None:
         """Write tail value ``j`` (the ``j``-th parameter after the head) for the launches
         that follow; launches already made copied theirs."""
-        layout, off = self._tail[j]
-        layout.pack_into(self._buf, off, value)
+        self._tail[j](value)
 
     def run(self, gx: int, *head: Any) -> None:
         """Write the head parameters and launch a grid of (gx, 1, 1) blocks."""
