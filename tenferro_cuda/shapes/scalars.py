@@ -45,8 +45,9 @@ from ..errors import ValidationError
 __all__ = ["Scalar", "Converter", "Misfit", "is_scalar", "converter", "bits",
            "not_an_operand"]
 
-Scalar: TypeAlias = "bool | int | float | complex | np.generic"
-"""A scalar operand: a Python bool, int, float or complex, or a numpy scalar."""
+Scalar: TypeAlias = bool | int | float | complex | np.generic
+"""A scalar operand: a Python bool, int, float or complex, or a numpy scalar (the type of
+annotations; ``is_scalar`` is the rule)."""
 
 BOOL, INT, FLOAT, COMPLEX = "bool", "int", "float", "complex"
 _RANK = {BOOL: 0, INT: 1, FLOAT: 2, COMPLEX: 3}
