@@ -17,12 +17,11 @@
 //   through shared memory (rows padded to 33: no bank conflicts), so that those inputs
 //   are read, and the output written, along their stride-1 axes. `mode` bit 0 selects
 //   it; bits 1-3 mark the inputs to stage; dynamic shared memory holds their tiles.
-// By-value operands (binary and ternary ops; every body): bit TF_EW_VALUE << k of `flags`
-//   / `mode` (bits 4-6 for a, b, c) says that operand k is a scalar passed by value, not a
-//   pointer: its bytes 0-7 are the bits of its pointer slot, its bytes 8-15 (only a
-//   complex<double> has them) the word hi.w[k]; it is read once, like a broadcast operand,
-//   and its layout is ignored. Nothing is uploaded for it.
+// By-value operands (binary and ternary ops; every body): bits 4-6 of `flags` / `mode`
+//   mark scalar operands passed in the parameters (byvalue.cuh); such an operand is read
+//   once, like a broadcast operand, and its layout is ignored.
 #pragma once
+#include "byvalue.cuh"
 #include "layout.cuh"
 #include "ops.cuh"
 
@@ -32,7 +31,6 @@
 #endif
 #define TF_EW_TILE 32
 #define TF_EW_TILE_ROWS 8
-#define TF_EW_VALUE 16  // must match elementwise_engine.VALUE
 
 namespace tf {
 
@@ -54,24 +52,6 @@ __device__ __forceinline__ auto invoke(A a, B b, C c, const Err& e) {
   if constexpr (Op::arity == 1) { return Op::apply(a, e); }
   else if constexpr (Op::arity == 2) { return Op::apply(a, b, e); }
   else { return Op::apply(a, b, c, e); }
-}
-
-// Bytes 8-15 of the operands passed by value (the kernels' last three parameters).
-struct Words { u64 w[3]; };
-
-// Whether operand k of an ARITY-operand op is passed by value (unary ops: never).
-template <int ARITY>
-__device__ __forceinline__ bool by_value_at(int flags, int k) {
-  return ARITY >= 2 && k < ARITY && (flags & (TF_EW_VALUE << k)) != 0;
-}
-
-// The value of a by-value operand: its pointer slot's bits, then `hi` (see above).
-template <class X> __device__ __forceinline__ X by_value(const void* slot, u64 hi) {
-  static_assert(sizeof(X) <= 16, "a by-value operand has at most 16 bytes");
-  const u64 w[2] = {(u64)(size_t)slot, hi};
-  X x;
-  memcpy(&x, w, sizeof(X));
-  return x;
 }
 
 template <int BYTES> struct raw_of;
