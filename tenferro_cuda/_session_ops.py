@@ -45,6 +45,7 @@ from .configs.elementwise import CompareDir, ElementwiseReadOp
 from .configs.fusion import ElementwiseFusionPlan
 from .configs.indexing import GatherConfig, PadConfig, ScatterConfig, SliceConfig
 from .dtypes import DType
+from .shapes.scalars import Scalar
 from .tensor import Tensor, TensorView
 
 __all__ = ["SessionOps"]

@@ -13,6 +13,7 @@ from .configs.elementwise import CompareDir, ElementwiseReadOp
 from .configs.fusion import ElementwiseFusionPlan
 from .configs.indexing import GatherConfig, PadConfig, ScatterConfig, SliceConfig
 from .dtypes import DType
+from .shapes.scalars import Scalar
 from .tensor import Tensor, TensorView
 
 __all__ = ["SessionOps"]
@@ -22,14 +23,16 @@ class SessionOps:
 
     # --- elementwise ---------------------------------------------------------------------
 
-    def add(self, lhs: Tensor | TensorView, rhs: Tensor | TensorView) -> Tensor:
+    def add(self, lhs: Tensor | TensorView | Scalar, rhs: Tensor | TensorView | Scalar) -> Tensor:
         """Elementwise ``lhs + rhs`` (integers wrap).
 
         Parameters
         ----------
-        lhs, rhs : Tensor or TensorView
+        lhs, rhs : Tensor, TensorView or scalar
             Device operands of this session with one dtype and one shape; a rank-0
-            operand broadcasts.
+            operand broadcasts. One of them may be a scalar (a Python or numpy bool,
+            int, float or complex): it is passed to the kernel by value and takes the
+            other's dtype, which it must fit (docs/dtypes.md).
 
         Returns
         -------
@@ -39,7 +42,8 @@ class SessionOps:
         Raises
         ------
         ValidationError
-            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap), a scalar that does
+            not fit its dtype, no tensor operand (or no tensor branch of a select).
         UnsupportedDTypeError
             The operation is not defined for the dtype.
         RuntimeStateError
@@ -47,14 +51,16 @@ class SessionOps:
         """
         ...
 
-    def add_read(self, lhs: Tensor | TensorView, rhs: Tensor | TensorView) -> Tensor:
+    def add_read(self, lhs: Tensor | TensorView | Scalar, rhs: Tensor | TensorView | Scalar) -> Tensor:
         """Elementwise ``lhs + rhs`` (integers wrap).
 
         Parameters
         ----------
-        lhs, rhs : Tensor or TensorView
+        lhs, rhs : Tensor, TensorView or scalar
             Device operands of this session with one dtype and one shape; a rank-0
-            operand broadcasts.
+            operand broadcasts. One of them may be a scalar (a Python or numpy bool,
+            int, float or complex): it is passed to the kernel by value and takes the
+            other's dtype, which it must fit (docs/dtypes.md).
 
         Returns
         -------
@@ -64,7 +70,8 @@ class SessionOps:
         Raises
         ------
         ValidationError
-            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap), a scalar that does
+            not fit its dtype, no tensor operand (or no tensor branch of a select).
         UnsupportedDTypeError
             The operation is not defined for the dtype.
         RuntimeStateError
@@ -72,14 +79,16 @@ class SessionOps:
         """
         ...
 
-    def add_into(self, lhs: Tensor | TensorView, rhs: Tensor | TensorView, out: Tensor | TensorView) -> None:
+    def add_into(self, lhs: Tensor | TensorView | Scalar, rhs: Tensor | TensorView | Scalar, out: Tensor | TensorView) -> None:
         """Elementwise ``lhs + rhs`` (integers wrap).
 
         Parameters
         ----------
-        lhs, rhs : Tensor or TensorView
+        lhs, rhs : Tensor, TensorView or scalar
             Device operands of this session with one dtype and one shape; a rank-0
-            operand broadcasts.
+            operand broadcasts. One of them may be a scalar (a Python or numpy bool,
+            int, float or complex): it is passed to the kernel by value and takes the
+            other's dtype, which it must fit (docs/dtypes.md).
         out : Tensor or TensorView
             Caller-owned output of exactly the result's shape and dtype; every
             element is overwritten. It must not overlap an input, except that it may be
@@ -93,7 +102,8 @@ class SessionOps:
         Raises
         ------
         ValidationError
-            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap), a scalar that does
+            not fit its dtype, no tensor operand (or no tensor branch of a select).
         UnsupportedDTypeError
             The operation is not defined for the dtype.
         RuntimeStateError
@@ -101,14 +111,16 @@ class SessionOps:
         """
         ...
 
-    def add_read_into(self, lhs: Tensor | TensorView, rhs: Tensor | TensorView, out: Tensor | TensorView) -> None:
+    def add_read_into(self, lhs: Tensor | TensorView | Scalar, rhs: Tensor | TensorView | Scalar, out: Tensor | TensorView) -> None:
         """Elementwise ``lhs + rhs`` (integers wrap).
 
         Parameters
         ----------
-        lhs, rhs : Tensor or TensorView
+        lhs, rhs : Tensor, TensorView or scalar
             Device operands of this session with one dtype and one shape; a rank-0
-            operand broadcasts.
+            operand broadcasts. One of them may be a scalar (a Python or numpy bool,
+            int, float or complex): it is passed to the kernel by value and takes the
+            other's dtype, which it must fit (docs/dtypes.md).
         out : Tensor or TensorView
             Caller-owned output of exactly the result's shape and dtype; every
             element is overwritten. It must not overlap an input, except that it may be
@@ -122,7 +134,8 @@ class SessionOps:
         Raises
         ------
         ValidationError
-            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap), a scalar that does
+            not fit its dtype, no tensor operand (or no tensor branch of a select).
         UnsupportedDTypeError
             The operation is not defined for the dtype.
         RuntimeStateError
@@ -130,14 +143,16 @@ class SessionOps:
         """
         ...
 
-    def sub(self, lhs: Tensor | TensorView, rhs: Tensor | TensorView) -> Tensor:
+    def sub(self, lhs: Tensor | TensorView | Scalar, rhs: Tensor | TensorView | Scalar) -> Tensor:
         """Elementwise ``lhs - rhs`` (integers wrap).
 
         Parameters
         ----------
-        lhs, rhs : Tensor or TensorView
+        lhs, rhs : Tensor, TensorView or scalar
             Device operands of this session with one dtype and one shape; a rank-0
-            operand broadcasts.
+            operand broadcasts. One of them may be a scalar (a Python or numpy bool,
+            int, float or complex): it is passed to the kernel by value and takes the
+            other's dtype, which it must fit (docs/dtypes.md).
 
         Returns
         -------
@@ -147,7 +162,8 @@ class SessionOps:
         Raises
         ------
         ValidationError
-            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap), a scalar that does
+            not fit its dtype, no tensor operand (or no tensor branch of a select).
         UnsupportedDTypeError
             The operation is not defined for the dtype.
         RuntimeStateError
@@ -155,14 +171,16 @@ class SessionOps:
         """
         ...
 
-    def sub_read(self, lhs: Tensor | TensorView, rhs: Tensor | TensorView) -> Tensor:
+    def sub_read(self, lhs: Tensor | TensorView | Scalar, rhs: Tensor | TensorView | Scalar) -> Tensor:
         """Elementwise ``lhs - rhs`` (integers wrap).
 
         Parameters
         ----------
-        lhs, rhs : Tensor or TensorView
+        lhs, rhs : Tensor, TensorView or scalar
             Device operands of this session with one dtype and one shape; a rank-0
-            operand broadcasts.
+            operand broadcasts. One of them may be a scalar (a Python or numpy bool,
+            int, float or complex): it is passed to the kernel by value and takes the
+            other's dtype, which it must fit (docs/dtypes.md).
 
         Returns
         -------
@@ -172,7 +190,8 @@ class SessionOps:
         Raises
         ------
         ValidationError
-            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap), a scalar that does
+            not fit its dtype, no tensor operand (or no tensor branch of a select).
         UnsupportedDTypeError
             The operation is not defined for the dtype.
         RuntimeStateError
@@ -180,14 +199,16 @@ class SessionOps:
         """
         ...
 
-    def sub_into(self, lhs: Tensor | TensorView, rhs: Tensor | TensorView, out: Tensor | TensorView) -> None:
+    def sub_into(self, lhs: Tensor | TensorView | Scalar, rhs: Tensor | TensorView | Scalar, out: Tensor | TensorView) -> None:
         """Elementwise ``lhs - rhs`` (integers wrap).
 
         Parameters
         ----------
-        lhs, rhs : Tensor or TensorView
+        lhs, rhs : Tensor, TensorView or scalar
             Device operands of this session with one dtype and one shape; a rank-0
-            operand broadcasts.
+            operand broadcasts. One of them may be a scalar (a Python or numpy bool,
+            int, float or complex): it is passed to the kernel by value and takes the
+            other's dtype, which it must fit (docs/dtypes.md).
         out : Tensor or TensorView
             Caller-owned output of exactly the result's shape and dtype; every
             element is overwritten. It must not overlap an input, except that it may be
@@ -201,7 +222,8 @@ class SessionOps:
         Raises
         ------
         ValidationError
-            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap), a scalar that does
+            not fit its dtype, no tensor operand (or no tensor branch of a select).
         UnsupportedDTypeError
             The operation is not defined for the dtype.
         RuntimeStateError
@@ -209,14 +231,16 @@ class SessionOps:
         """
         ...
 
-    def sub_read_into(self, lhs: Tensor | TensorView, rhs: Tensor | TensorView, out: Tensor | TensorView) -> None:
+    def sub_read_into(self, lhs: Tensor | TensorView | Scalar, rhs: Tensor | TensorView | Scalar, out: Tensor | TensorView) -> None:
         """Elementwise ``lhs - rhs`` (integers wrap).
 
         Parameters
         ----------
-        lhs, rhs : Tensor or TensorView
+        lhs, rhs : Tensor, TensorView or scalar
             Device operands of this session with one dtype and one shape; a rank-0
-            operand broadcasts.
+            operand broadcasts. One of them may be a scalar (a Python or numpy bool,
+            int, float or complex): it is passed to the kernel by value and takes the
+            other's dtype, which it must fit (docs/dtypes.md).
         out : Tensor or TensorView
             Caller-owned output of exactly the result's shape and dtype; every
             element is overwritten. It must not overlap an input, except that it may be
@@ -230,7 +254,8 @@ class SessionOps:
         Raises
         ------
         ValidationError
-            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap), a scalar that does
+            not fit its dtype, no tensor operand (or no tensor branch of a select).
         UnsupportedDTypeError
             The operation is not defined for the dtype.
         RuntimeStateError
@@ -238,14 +263,16 @@ class SessionOps:
         """
         ...
 
-    def mul(self, lhs: Tensor | TensorView, rhs: Tensor | TensorView) -> Tensor:
+    def mul(self, lhs: Tensor | TensorView | Scalar, rhs: Tensor | TensorView | Scalar) -> Tensor:
         """Elementwise ``lhs * rhs`` (integers wrap).
 
         Parameters
         ----------
-        lhs, rhs : Tensor or TensorView
+        lhs, rhs : Tensor, TensorView or scalar
             Device operands of this session with one dtype and one shape; a rank-0
-            operand broadcasts.
+            operand broadcasts. One of them may be a scalar (a Python or numpy bool,
+            int, float or complex): it is passed to the kernel by value and takes the
+            other's dtype, which it must fit (docs/dtypes.md).
 
         Returns
         -------
@@ -255,7 +282,8 @@ class SessionOps:
         Raises
         ------
         ValidationError
-            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap), a scalar that does
+            not fit its dtype, no tensor operand (or no tensor branch of a select).
         UnsupportedDTypeError
             The operation is not defined for the dtype.
         RuntimeStateError
@@ -263,14 +291,16 @@ class SessionOps:
         """
         ...
 
-    def mul_read(self, lhs: Tensor | TensorView, rhs: Tensor | TensorView) -> Tensor:
+    def mul_read(self, lhs: Tensor | TensorView | Scalar, rhs: Tensor | TensorView | Scalar) -> Tensor:
         """Elementwise ``lhs * rhs`` (integers wrap).
 
         Parameters
         ----------
-        lhs, rhs : Tensor or TensorView
+        lhs, rhs : Tensor, TensorView or scalar
             Device operands of this session with one dtype and one shape; a rank-0
-            operand broadcasts.
+            operand broadcasts. One of them may be a scalar (a Python or numpy bool,
+            int, float or complex): it is passed to the kernel by value and takes the
+            other's dtype, which it must fit (docs/dtypes.md).
 
         Returns
         -------
@@ -280,7 +310,8 @@ class SessionOps:
         Raises
         ------
         ValidationError
-            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap), a scalar that does
+            not fit its dtype, no tensor operand (or no tensor branch of a select).
         UnsupportedDTypeError
             The operation is not defined for the dtype.
         RuntimeStateError
@@ -288,14 +319,16 @@ class SessionOps:
         """
         ...
 
-    def mul_into(self, lhs: Tensor | TensorView, rhs: Tensor | TensorView, out: Tensor | TensorView) -> None:
+    def mul_into(self, lhs: Tensor | TensorView | Scalar, rhs: Tensor | TensorView | Scalar, out: Tensor | TensorView) -> None:
         """Elementwise ``lhs * rhs`` (integers wrap).
 
         Parameters
         ----------
-        lhs, rhs : Tensor or TensorView
+        lhs, rhs : Tensor, TensorView or scalar
             Device operands of this session with one dtype and one shape; a rank-0
-            operand broadcasts.
+            operand broadcasts. One of them may be a scalar (a Python or numpy bool,
+            int, float or complex): it is passed to the kernel by value and takes the
+            other's dtype, which it must fit (docs/dtypes.md).
         out : Tensor or TensorView
             Caller-owned output of exactly the result's shape and dtype; every
             element is overwritten. It must not overlap an input, except that it may be
@@ -309,7 +342,8 @@ class SessionOps:
         Raises
         ------
         ValidationError
-            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap), a scalar that does
+            not fit its dtype, no tensor operand (or no tensor branch of a select).
         UnsupportedDTypeError
             The operation is not defined for the dtype.
         RuntimeStateError
@@ -317,14 +351,16 @@ class SessionOps:
         """
         ...
 
-    def mul_read_into(self, lhs: Tensor | TensorView, rhs: Tensor | TensorView, out: Tensor | TensorView) -> None:
+    def mul_read_into(self, lhs: Tensor | TensorView | Scalar, rhs: Tensor | TensorView | Scalar, out: Tensor | TensorView) -> None:
         """Elementwise ``lhs * rhs`` (integers wrap).
 
         Parameters
         ----------
-        lhs, rhs : Tensor or TensorView
+        lhs, rhs : Tensor, TensorView or scalar
             Device operands of this session with one dtype and one shape; a rank-0
-            operand broadcasts.
+            operand broadcasts. One of them may be a scalar (a Python or numpy bool,
+            int, float or complex): it is passed to the kernel by value and takes the
+            other's dtype, which it must fit (docs/dtypes.md).
         out : Tensor or TensorView
             Caller-owned output of exactly the result's shape and dtype; every
             element is overwritten. It must not overlap an input, except that it may be
@@ -338,7 +374,8 @@ class SessionOps:
         Raises
         ------
         ValidationError
-            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap), a scalar that does
+            not fit its dtype, no tensor operand (or no tensor branch of a select).
         UnsupportedDTypeError
             The operation is not defined for the dtype.
         RuntimeStateError
@@ -346,14 +383,16 @@ class SessionOps:
         """
         ...
 
-    def div(self, lhs: Tensor | TensorView, rhs: Tensor | TensorView) -> Tensor:
+    def div(self, lhs: Tensor | TensorView | Scalar, rhs: Tensor | TensorView | Scalar) -> Tensor:
         """Elementwise ``lhs / rhs``; integers truncate toward zero, ``INT_MIN / -1`` wraps to ``INT_MIN``, division by zero is a deferred error (result 0).
 
         Parameters
         ----------
-        lhs, rhs : Tensor or TensorView
+        lhs, rhs : Tensor, TensorView or scalar
             Device operands of this session with one dtype and one shape; a rank-0
-            operand broadcasts.
+            operand broadcasts. One of them may be a scalar (a Python or numpy bool,
+            int, float or complex): it is passed to the kernel by value and takes the
+            other's dtype, which it must fit (docs/dtypes.md).
 
         Returns
         -------
@@ -363,7 +402,8 @@ class SessionOps:
         Raises
         ------
         ValidationError
-            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap), a scalar that does
+            not fit its dtype, no tensor operand (or no tensor branch of a select).
         UnsupportedDTypeError
             The operation is not defined for the dtype.
         RuntimeStateError
@@ -371,14 +411,16 @@ class SessionOps:
         """
         ...
 
-    def div_read(self, lhs: Tensor | TensorView, rhs: Tensor | TensorView) -> Tensor:
+    def div_read(self, lhs: Tensor | TensorView | Scalar, rhs: Tensor | TensorView | Scalar) -> Tensor:
         """Elementwise ``lhs / rhs``; integers truncate toward zero, ``INT_MIN / -1`` wraps to ``INT_MIN``, division by zero is a deferred error (result 0).
 
         Parameters
         ----------
-        lhs, rhs : Tensor or TensorView
+        lhs, rhs : Tensor, TensorView or scalar
             Device operands of this session with one dtype and one shape; a rank-0
-            operand broadcasts.
+            operand broadcasts. One of them may be a scalar (a Python or numpy bool,
+            int, float or complex): it is passed to the kernel by value and takes the
+            other's dtype, which it must fit (docs/dtypes.md).
 
         Returns
         -------
@@ -388,7 +430,8 @@ class SessionOps:
         Raises
         ------
         ValidationError
-            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap), a scalar that does
+            not fit its dtype, no tensor operand (or no tensor branch of a select).
         UnsupportedDTypeError
             The operation is not defined for the dtype.
         RuntimeStateError
@@ -396,14 +439,16 @@ class SessionOps:
         """
         ...
 
-    def div_into(self, lhs: Tensor | TensorView, rhs: Tensor | TensorView, out: Tensor | TensorView) -> None:
+    def div_into(self, lhs: Tensor | TensorView | Scalar, rhs: Tensor | TensorView | Scalar, out: Tensor | TensorView) -> None:
         """Elementwise ``lhs / rhs``; integers truncate toward zero, ``INT_MIN / -1`` wraps to ``INT_MIN``, division by zero is a deferred error (result 0).
 
         Parameters
         ----------
-        lhs, rhs : Tensor or TensorView
+        lhs, rhs : Tensor, TensorView or scalar
             Device operands of this session with one dtype and one shape; a rank-0
-            operand broadcasts.
+            operand broadcasts. One of them may be a scalar (a Python or numpy bool,
+            int, float or complex): it is passed to the kernel by value and takes the
+            other's dtype, which it must fit (docs/dtypes.md).
         out : Tensor or TensorView
             Caller-owned output of exactly the result's shape and dtype; every
             element is overwritten. It must not overlap an input, except that it may be
@@ -417,7 +462,8 @@ class SessionOps:
         Raises
         ------
         ValidationError
-            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap), a scalar that does
+            not fit its dtype, no tensor operand (or no tensor branch of a select).
         UnsupportedDTypeError
             The operation is not defined for the dtype.
         RuntimeStateError
@@ -425,14 +471,16 @@ class SessionOps:
         """
         ...
 
-    def div_read_into(self, lhs: Tensor | TensorView, rhs: Tensor | TensorView, out: Tensor | TensorView) -> None:
+    def div_read_into(self, lhs: Tensor | TensorView | Scalar, rhs: Tensor | TensorView | Scalar, out: Tensor | TensorView) -> None:
         """Elementwise ``lhs / rhs``; integers truncate toward zero, ``INT_MIN / -1`` wraps to ``INT_MIN``, division by zero is a deferred error (result 0).
 
         Parameters
         ----------
-        lhs, rhs : Tensor or TensorView
+        lhs, rhs : Tensor, TensorView or scalar
             Device operands of this session with one dtype and one shape; a rank-0
-            operand broadcasts.
+            operand broadcasts. One of them may be a scalar (a Python or numpy bool,
+            int, float or complex): it is passed to the kernel by value and takes the
+            other's dtype, which it must fit (docs/dtypes.md).
         out : Tensor or TensorView
             Caller-owned output of exactly the result's shape and dtype; every
             element is overwritten. It must not overlap an input, except that it may be
@@ -446,7 +494,8 @@ class SessionOps:
         Raises
         ------
         ValidationError
-            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap), a scalar that does
+            not fit its dtype, no tensor operand (or no tensor branch of a select).
         UnsupportedDTypeError
             The operation is not defined for the dtype.
         RuntimeStateError
@@ -454,14 +503,16 @@ class SessionOps:
         """
         ...
 
-    def rem(self, lhs: Tensor | TensorView, rhs: Tensor | TensorView) -> Tensor:
+    def rem(self, lhs: Tensor | TensorView | Scalar, rhs: Tensor | TensorView | Scalar) -> Tensor:
         """Elementwise remainder with the sign of ``lhs`` (C ``fmod``); integer remainder by zero is a deferred error, ``INT_MIN % -1`` is 0.
 
         Parameters
         ----------
-        lhs, rhs : Tensor or TensorView
+        lhs, rhs : Tensor, TensorView or scalar
             Device operands of this session with one dtype and one shape; a rank-0
-            operand broadcasts.
+            operand broadcasts. One of them may be a scalar (a Python or numpy bool,
+            int, float or complex): it is passed to the kernel by value and takes the
+            other's dtype, which it must fit (docs/dtypes.md).
 
         Returns
         -------
@@ -471,7 +522,8 @@ class SessionOps:
         Raises
         ------
         ValidationError
-            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap), a scalar that does
+            not fit its dtype, no tensor operand (or no tensor branch of a select).
         UnsupportedDTypeError
             The operation is not defined for the dtype.
         RuntimeStateError
@@ -479,14 +531,16 @@ class SessionOps:
         """
         ...
 
-    def rem_read(self, lhs: Tensor | TensorView, rhs: Tensor | TensorView) -> Tensor:
+    def rem_read(self, lhs: Tensor | TensorView | Scalar, rhs: Tensor | TensorView | Scalar) -> Tensor:
         """Elementwise remainder with the sign of ``lhs`` (C ``fmod``); integer remainder by zero is a deferred error, ``INT_MIN % -1`` is 0.
 
         Parameters
         ----------
-        lhs, rhs : Tensor or TensorView
+        lhs, rhs : Tensor, TensorView or scalar
             Device operands of this session with one dtype and one shape; a rank-0
-            operand broadcasts.
+            operand broadcasts. One of them may be a scalar (a Python or numpy bool,
+            int, float or complex): it is passed to the kernel by value and takes the
+            other's dtype, which it must fit (docs/dtypes.md).
 
         Returns
         -------
@@ -496,7 +550,8 @@ class SessionOps:
         Raises
         ------
         ValidationError
-            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap), a scalar that does
+            not fit its dtype, no tensor operand (or no tensor branch of a select).
         UnsupportedDTypeError
             The operation is not defined for the dtype.
         RuntimeStateError
@@ -504,14 +559,16 @@ class SessionOps:
         """
         ...
 
-    def rem_into(self, lhs: Tensor | TensorView, rhs: Tensor | TensorView, out: Tensor | TensorView) -> None:
+    def rem_into(self, lhs: Tensor | TensorView | Scalar, rhs: Tensor | TensorView | Scalar, out: Tensor | TensorView) -> None:
         """Elementwise remainder with the sign of ``lhs`` (C ``fmod``); integer remainder by zero is a deferred error, ``INT_MIN % -1`` is 0.
 
         Parameters
         ----------
-        lhs, rhs : Tensor or TensorView
+        lhs, rhs : Tensor, TensorView or scalar
             Device operands of this session with one dtype and one shape; a rank-0
-            operand broadcasts.
+            operand broadcasts. One of them may be a scalar (a Python or numpy bool,
+            int, float or complex): it is passed to the kernel by value and takes the
+            other's dtype, which it must fit (docs/dtypes.md).
         out : Tensor or TensorView
             Caller-owned output of exactly the result's shape and dtype; every
             element is overwritten. It must not overlap an input, except that it may be
@@ -525,7 +582,8 @@ class SessionOps:
         Raises
         ------
         ValidationError
-            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap), a scalar that does
+            not fit its dtype, no tensor operand (or no tensor branch of a select).
         UnsupportedDTypeError
             The operation is not defined for the dtype.
         RuntimeStateError
@@ -533,14 +591,16 @@ class SessionOps:
         """
         ...
 
-    def rem_read_into(self, lhs: Tensor | TensorView, rhs: Tensor | TensorView, out: Tensor | TensorView) -> None:
+    def rem_read_into(self, lhs: Tensor | TensorView | Scalar, rhs: Tensor | TensorView | Scalar, out: Tensor | TensorView) -> None:
         """Elementwise remainder with the sign of ``lhs`` (C ``fmod``); integer remainder by zero is a deferred error, ``INT_MIN % -1`` is 0.
 
         Parameters
         ----------
-        lhs, rhs : Tensor or TensorView
+        lhs, rhs : Tensor, TensorView or scalar
             Device operands of this session with one dtype and one shape; a rank-0
-            operand broadcasts.
+            operand broadcasts. One of them may be a scalar (a Python or numpy bool,
+            int, float or complex): it is passed to the kernel by value and takes the
+            other's dtype, which it must fit (docs/dtypes.md).
         out : Tensor or TensorView
             Caller-owned output of exactly the result's shape and dtype; every
             element is overwritten. It must not overlap an input, except that it may be
@@ -554,7 +614,8 @@ class SessionOps:
         Raises
         ------
         ValidationError
-            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap), a scalar that does
+            not fit its dtype, no tensor operand (or no tensor branch of a select).
         UnsupportedDTypeError
             The operation is not defined for the dtype.
         RuntimeStateError
@@ -562,14 +623,16 @@ class SessionOps:
         """
         ...
 
-    def maximum(self, lhs: Tensor | TensorView, rhs: Tensor | TensorView) -> Tensor:
+    def maximum(self, lhs: Tensor | TensorView | Scalar, rhs: Tensor | TensorView | Scalar) -> Tensor:
         """Elementwise maximum; NaN propagates; on bool it is logical or.
 
         Parameters
         ----------
-        lhs, rhs : Tensor or TensorView
+        lhs, rhs : Tensor, TensorView or scalar
             Device operands of this session with one dtype and one shape; a rank-0
-            operand broadcasts.
+            operand broadcasts. One of them may be a scalar (a Python or numpy bool,
+            int, float or complex): it is passed to the kernel by value and takes the
+            other's dtype, which it must fit (docs/dtypes.md).
 
         Returns
         -------
@@ -579,7 +642,8 @@ class SessionOps:
         Raises
         ------
         ValidationError
-            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap), a scalar that does
+            not fit its dtype, no tensor operand (or no tensor branch of a select).
         UnsupportedDTypeError
             The operation is not defined for the dtype.
         RuntimeStateError
@@ -587,14 +651,16 @@ class SessionOps:
         """
         ...
 
-    def maximum_read(self, lhs: Tensor | TensorView, rhs: Tensor | TensorView) -> Tensor:
+    def maximum_read(self, lhs: Tensor | TensorView | Scalar, rhs: Tensor | TensorView | Scalar) -> Tensor:
         """Elementwise maximum; NaN propagates; on bool it is logical or.
 
         Parameters
         ----------
-        lhs, rhs : Tensor or TensorView
+        lhs, rhs : Tensor, TensorView or scalar
             Device operands of this session with one dtype and one shape; a rank-0
-            operand broadcasts.
+            operand broadcasts. One of them may be a scalar (a Python or numpy bool,
+            int, float or complex): it is passed to the kernel by value and takes the
+            other's dtype, which it must fit (docs/dtypes.md).
 
         Returns
         -------
@@ -604,7 +670,8 @@ class SessionOps:
         Raises
         ------
         ValidationError
-            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap), a scalar that does
+            not fit its dtype, no tensor operand (or no tensor branch of a select).
         UnsupportedDTypeError
             The operation is not defined for the dtype.
         RuntimeStateError
@@ -612,14 +679,16 @@ class SessionOps:
         """
         ...
 
-    def maximum_into(self, lhs: Tensor | TensorView, rhs: Tensor | TensorView, out: Tensor | TensorView) -> None:
+    def maximum_into(self, lhs: Tensor | TensorView | Scalar, rhs: Tensor | TensorView | Scalar, out: Tensor | TensorView) -> None:
         """Elementwise maximum; NaN propagates; on bool it is logical or.
 
         Parameters
         ----------
-        lhs, rhs : Tensor or TensorView
+        lhs, rhs : Tensor, TensorView or scalar
             Device operands of this session with one dtype and one shape; a rank-0
-            operand broadcasts.
+            operand broadcasts. One of them may be a scalar (a Python or numpy bool,
+            int, float or complex): it is passed to the kernel by value and takes the
+            other's dtype, which it must fit (docs/dtypes.md).
         out : Tensor or TensorView
             Caller-owned output of exactly the result's shape and dtype; every
             element is overwritten. It must not overlap an input, except that it may be
@@ -633,7 +702,8 @@ class SessionOps:
         Raises
         ------
         ValidationError
-            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap), a scalar that does
+            not fit its dtype, no tensor operand (or no tensor branch of a select).
         UnsupportedDTypeError
             The operation is not defined for the dtype.
         RuntimeStateError
@@ -641,14 +711,16 @@ class SessionOps:
         """
         ...
 
-    def maximum_read_into(self, lhs: Tensor | TensorView, rhs: Tensor | TensorView, out: Tensor | TensorView) -> None:
+    def maximum_read_into(self, lhs: Tensor | TensorView | Scalar, rhs: Tensor | TensorView | Scalar, out: Tensor | TensorView) -> None:
         """Elementwise maximum; NaN propagates; on bool it is logical or.
 
         Parameters
         ----------
-        lhs, rhs : Tensor or TensorView
+        lhs, rhs : Tensor, TensorView or scalar
             Device operands of this session with one dtype and one shape; a rank-0
-            operand broadcasts.
+            operand broadcasts. One of them may be a scalar (a Python or numpy bool,
+            int, float or complex): it is passed to the kernel by value and takes the
+            other's dtype, which it must fit (docs/dtypes.md).
         out : Tensor or TensorView
             Caller-owned output of exactly the result's shape and dtype; every
             element is overwritten. It must not overlap an input, except that it may be
@@ -662,7 +734,8 @@ class SessionOps:
         Raises
         ------
         ValidationError
-            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap), a scalar that does
+            not fit its dtype, no tensor operand (or no tensor branch of a select).
         UnsupportedDTypeError
             The operation is not defined for the dtype.
         RuntimeStateError
@@ -670,14 +743,16 @@ class SessionOps:
         """
         ...
 
-    def minimum(self, lhs: Tensor | TensorView, rhs: Tensor | TensorView) -> Tensor:
+    def minimum(self, lhs: Tensor | TensorView | Scalar, rhs: Tensor | TensorView | Scalar) -> Tensor:
         """Elementwise minimum; NaN propagates; on bool it is logical and.
 
         Parameters
         ----------
-        lhs, rhs : Tensor or TensorView
+        lhs, rhs : Tensor, TensorView or scalar
             Device operands of this session with one dtype and one shape; a rank-0
-            operand broadcasts.
+            operand broadcasts. One of them may be a scalar (a Python or numpy bool,
+            int, float or complex): it is passed to the kernel by value and takes the
+            other's dtype, which it must fit (docs/dtypes.md).
 
         Returns
         -------
@@ -687,7 +762,8 @@ class SessionOps:
         Raises
         ------
         ValidationError
-            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap), a scalar that does
+            not fit its dtype, no tensor operand (or no tensor branch of a select).
         UnsupportedDTypeError
             The operation is not defined for the dtype.
         RuntimeStateError
@@ -695,14 +771,16 @@ class SessionOps:
         """
         ...
 
-    def minimum_read(self, lhs: Tensor | TensorView, rhs: Tensor | TensorView) -> Tensor:
+    def minimum_read(self, lhs: Tensor | TensorView | Scalar, rhs: Tensor | TensorView | Scalar) -> Tensor:
         """Elementwise minimum; NaN propagates; on bool it is logical and.
 
         Parameters
         ----------
-        lhs, rhs : Tensor or TensorView
+        lhs, rhs : Tensor, TensorView or scalar
             Device operands of this session with one dtype and one shape; a rank-0
-            operand broadcasts.
+            operand broadcasts. One of them may be a scalar (a Python or numpy bool,
+            int, float or complex): it is passed to the kernel by value and takes the
+            other's dtype, which it must fit (docs/dtypes.md).
 
         Returns
         -------
@@ -712,7 +790,8 @@ class SessionOps:
         Raises
         ------
         ValidationError
-            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap), a scalar that does
+            not fit its dtype, no tensor operand (or no tensor branch of a select).
         UnsupportedDTypeError
             The operation is not defined for the dtype.
         RuntimeStateError
@@ -720,14 +799,16 @@ class SessionOps:
         """
         ...
 
-    def minimum_into(self, lhs: Tensor | TensorView, rhs: Tensor | TensorView, out: Tensor | TensorView) -> None:
+    def minimum_into(self, lhs: Tensor | TensorView | Scalar, rhs: Tensor | TensorView | Scalar, out: Tensor | TensorView) -> None:
         """Elementwise minimum; NaN propagates; on bool it is logical and.
 
         Parameters
         ----------
-        lhs, rhs : Tensor or TensorView
+        lhs, rhs : Tensor, TensorView or scalar
             Device operands of this session with one dtype and one shape; a rank-0
-            operand broadcasts.
+            operand broadcasts. One of them may be a scalar (a Python or numpy bool,
+            int, float or complex): it is passed to the kernel by value and takes the
+            other's dtype, which it must fit (docs/dtypes.md).
         out : Tensor or TensorView
             Caller-owned output of exactly the result's shape and dtype; every
             element is overwritten. It must not overlap an input, except that it may be
@@ -741,7 +822,8 @@ class SessionOps:
         Raises
         ------
         ValidationError
-            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap), a scalar that does
+            not fit its dtype, no tensor operand (or no tensor branch of a select).
         UnsupportedDTypeError
             The operation is not defined for the dtype.
         RuntimeStateError
@@ -749,14 +831,16 @@ class SessionOps:
         """
         ...
 
-    def minimum_read_into(self, lhs: Tensor | TensorView, rhs: Tensor | TensorView, out: Tensor | TensorView) -> None:
+    def minimum_read_into(self, lhs: Tensor | TensorView | Scalar, rhs: Tensor | TensorView | Scalar, out: Tensor | TensorView) -> None:
         """Elementwise minimum; NaN propagates; on bool it is logical and.
 
         Parameters
         ----------
-        lhs, rhs : Tensor or TensorView
+        lhs, rhs : Tensor, TensorView or scalar
             Device operands of this session with one dtype and one shape; a rank-0
-            operand broadcasts.
+            operand broadcasts. One of them may be a scalar (a Python or numpy bool,
+            int, float or complex): it is passed to the kernel by value and takes the
+            other's dtype, which it must fit (docs/dtypes.md).
         out : Tensor or TensorView
             Caller-owned output of exactly the result's shape and dtype; every
             element is overwritten. It must not overlap an input, except that it may be
@@ -770,7 +854,8 @@ class SessionOps:
         Raises
         ------
         ValidationError
-            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap), a scalar that does
+            not fit its dtype, no tensor operand (or no tensor branch of a select).
         UnsupportedDTypeError
             The operation is not defined for the dtype.
         RuntimeStateError
@@ -1194,14 +1279,17 @@ class SessionOps:
         """
         ...
 
-    def select(self, pred: Tensor | TensorView, on_true: Tensor | TensorView, on_false: Tensor | TensorView) -> Tensor:
+    def select(self, pred: Tensor | TensorView | Scalar, on_true: Tensor | TensorView | Scalar, on_false: Tensor | TensorView | Scalar) -> Tensor:
         """Elementwise ``on_true if pred else on_false`` with a bool ``pred``.
 
         Parameters
         ----------
-        pred, on_true, on_false : Tensor or TensorView
+        pred, on_true, on_false : Tensor, TensorView or scalar
             Device operands of this session with one shape (a rank-0 operand
-            broadcasts).
+            broadcasts). Up to two may be scalars (Python or numpy bool, int, float or
+            complex, passed by value), not both branches of a select: a scalar takes the
+            dtype of its slot (the tensors' dtype; bool for a predicate), which it must
+            fit (docs/dtypes.md).
 
         Returns
         -------
@@ -1211,7 +1299,8 @@ class SessionOps:
         Raises
         ------
         ValidationError
-            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap), a scalar that does
+            not fit its dtype, no tensor operand (or no tensor branch of a select).
         UnsupportedDTypeError
             The operation is not defined for the dtype.
         RuntimeStateError
@@ -1219,14 +1308,17 @@ class SessionOps:
         """
         ...
 
-    def select_read(self, pred: Tensor | TensorView, on_true: Tensor | TensorView, on_false: Tensor | TensorView) -> Tensor:
+    def select_read(self, pred: Tensor | TensorView | Scalar, on_true: Tensor | TensorView | Scalar, on_false: Tensor | TensorView | Scalar) -> Tensor:
         """Elementwise ``on_true if pred else on_false`` with a bool ``pred``.
 
         Parameters
         ----------
-        pred, on_true, on_false : Tensor or TensorView
+        pred, on_true, on_false : Tensor, TensorView or scalar
             Device operands of this session with one shape (a rank-0 operand
-            broadcasts).
+            broadcasts). Up to two may be scalars (Python or numpy bool, int, float or
+            complex, passed by value), not both branches of a select: a scalar takes the
+            dtype of its slot (the tensors' dtype; bool for a predicate), which it must
+            fit (docs/dtypes.md).
 
         Returns
         -------
@@ -1236,7 +1328,8 @@ class SessionOps:
         Raises
         ------
         ValidationError
-            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap), a scalar that does
+            not fit its dtype, no tensor operand (or no tensor branch of a select).
         UnsupportedDTypeError
             The operation is not defined for the dtype.
         RuntimeStateError
@@ -1244,14 +1337,17 @@ class SessionOps:
         """
         ...
 
-    def select_into(self, pred: Tensor | TensorView, on_true: Tensor | TensorView, on_false: Tensor | TensorView, out: Tensor | TensorView) -> None:
+    def select_into(self, pred: Tensor | TensorView | Scalar, on_true: Tensor | TensorView | Scalar, on_false: Tensor | TensorView | Scalar, out: Tensor | TensorView) -> None:
         """Elementwise ``on_true if pred else on_false`` with a bool ``pred``.
 
         Parameters
         ----------
-        pred, on_true, on_false : Tensor or TensorView
+        pred, on_true, on_false : Tensor, TensorView or scalar
             Device operands of this session with one shape (a rank-0 operand
-            broadcasts).
+            broadcasts). Up to two may be scalars (Python or numpy bool, int, float or
+            complex, passed by value), not both branches of a select: a scalar takes the
+            dtype of its slot (the tensors' dtype; bool for a predicate), which it must
+            fit (docs/dtypes.md).
         out : Tensor or TensorView
             Caller-owned output of exactly the result's shape and dtype; every
             element is overwritten. It must not overlap an input, except that it may be
@@ -1265,7 +1361,8 @@ class SessionOps:
         Raises
         ------
         ValidationError
-            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap), a scalar that does
+            not fit its dtype, no tensor operand (or no tensor branch of a select).
         UnsupportedDTypeError
             The operation is not defined for the dtype.
         RuntimeStateError
@@ -1273,14 +1370,17 @@ class SessionOps:
         """
         ...
 
-    def select_read_into(self, pred: Tensor | TensorView, on_true: Tensor | TensorView, on_false: Tensor | TensorView, out: Tensor | TensorView) -> None:
+    def select_read_into(self, pred: Tensor | TensorView | Scalar, on_true: Tensor | TensorView | Scalar, on_false: Tensor | TensorView | Scalar, out: Tensor | TensorView) -> None:
         """Elementwise ``on_true if pred else on_false`` with a bool ``pred``.
 
         Parameters
         ----------
-        pred, on_true, on_false : Tensor or TensorView
+        pred, on_true, on_false : Tensor, TensorView or scalar
             Device operands of this session with one shape (a rank-0 operand
-            broadcasts).
+            broadcasts). Up to two may be scalars (Python or numpy bool, int, float or
+            complex, passed by value), not both branches of a select: a scalar takes the
+            dtype of its slot (the tensors' dtype; bool for a predicate), which it must
+            fit (docs/dtypes.md).
         out : Tensor or TensorView
             Caller-owned output of exactly the result's shape and dtype; every
             element is overwritten. It must not overlap an input, except that it may be
@@ -1294,7 +1394,8 @@ class SessionOps:
         Raises
         ------
         ValidationError
-            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap), a scalar that does
+            not fit its dtype, no tensor operand (or no tensor branch of a select).
         UnsupportedDTypeError
             The operation is not defined for the dtype.
         RuntimeStateError
@@ -1302,14 +1403,17 @@ class SessionOps:
         """
         ...
 
-    def clamp(self, x: Tensor | TensorView, lower: Tensor | TensorView, upper: Tensor | TensorView) -> Tensor:
+    def clamp(self, x: Tensor | TensorView | Scalar, lower: Tensor | TensorView | Scalar, upper: Tensor | TensorView | Scalar) -> Tensor:
         """Elementwise ``minimum(maximum(x, lower), upper)`` (NaN propagates).
 
         Parameters
         ----------
-        x, lower, upper : Tensor or TensorView
+        x, lower, upper : Tensor, TensorView or scalar
             Device operands of this session with one shape (a rank-0 operand
-            broadcasts).
+            broadcasts). Up to two may be scalars (Python or numpy bool, int, float or
+            complex, passed by value), not both branches of a select: a scalar takes the
+            dtype of its slot (the tensors' dtype; bool for a predicate), which it must
+            fit (docs/dtypes.md).
 
         Returns
         -------
@@ -1319,7 +1423,8 @@ class SessionOps:
         Raises
         ------
         ValidationError
-            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap), a scalar that does
+            not fit its dtype, no tensor operand (or no tensor branch of a select).
         UnsupportedDTypeError
             The operation is not defined for the dtype.
         RuntimeStateError
@@ -1327,14 +1432,17 @@ class SessionOps:
         """
         ...
 
-    def clamp_read(self, x: Tensor | TensorView, lower: Tensor | TensorView, upper: Tensor | TensorView) -> Tensor:
+    def clamp_read(self, x: Tensor | TensorView | Scalar, lower: Tensor | TensorView | Scalar, upper: Tensor | TensorView | Scalar) -> Tensor:
         """Elementwise ``minimum(maximum(x, lower), upper)`` (NaN propagates).
 
         Parameters
         ----------
-        x, lower, upper : Tensor or TensorView
+        x, lower, upper : Tensor, TensorView or scalar
             Device operands of this session with one shape (a rank-0 operand
-            broadcasts).
+            broadcasts). Up to two may be scalars (Python or numpy bool, int, float or
+            complex, passed by value), not both branches of a select: a scalar takes the
+            dtype of its slot (the tensors' dtype; bool for a predicate), which it must
+            fit (docs/dtypes.md).
 
         Returns
         -------
@@ -1344,7 +1452,8 @@ class SessionOps:
         Raises
         ------
         ValidationError
-            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap), a scalar that does
+            not fit its dtype, no tensor operand (or no tensor branch of a select).
         UnsupportedDTypeError
             The operation is not defined for the dtype.
         RuntimeStateError
@@ -1352,14 +1461,17 @@ class SessionOps:
         """
         ...
 
-    def clamp_into(self, x: Tensor | TensorView, lower: Tensor | TensorView, upper: Tensor | TensorView, out: Tensor | TensorView) -> None:
+    def clamp_into(self, x: Tensor | TensorView | Scalar, lower: Tensor | TensorView | Scalar, upper: Tensor | TensorView | Scalar, out: Tensor | TensorView) -> None:
         """Elementwise ``minimum(maximum(x, lower), upper)`` (NaN propagates).
 
         Parameters
         ----------
-        x, lower, upper : Tensor or TensorView
+        x, lower, upper : Tensor, TensorView or scalar
             Device operands of this session with one shape (a rank-0 operand
-            broadcasts).
+            broadcasts). Up to two may be scalars (Python or numpy bool, int, float or
+            complex, passed by value), not both branches of a select: a scalar takes the
+            dtype of its slot (the tensors' dtype; bool for a predicate), which it must
+            fit (docs/dtypes.md).
         out : Tensor or TensorView
             Caller-owned output of exactly the result's shape and dtype; every
             element is overwritten. It must not overlap an input, except that it may be
@@ -1373,7 +1485,8 @@ class SessionOps:
         Raises
         ------
         ValidationError
-            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap), a scalar that does
+            not fit its dtype, no tensor operand (or no tensor branch of a select).
         UnsupportedDTypeError
             The operation is not defined for the dtype.
         RuntimeStateError
@@ -1381,14 +1494,17 @@ class SessionOps:
         """
         ...
 
-    def clamp_read_into(self, x: Tensor | TensorView, lower: Tensor | TensorView, upper: Tensor | TensorView, out: Tensor | TensorView) -> None:
+    def clamp_read_into(self, x: Tensor | TensorView | Scalar, lower: Tensor | TensorView | Scalar, upper: Tensor | TensorView | Scalar, out: Tensor | TensorView) -> None:
         """Elementwise ``minimum(maximum(x, lower), upper)`` (NaN propagates).
 
         Parameters
         ----------
-        x, lower, upper : Tensor or TensorView
+        x, lower, upper : Tensor, TensorView or scalar
             Device operands of this session with one shape (a rank-0 operand
-            broadcasts).
+            broadcasts). Up to two may be scalars (Python or numpy bool, int, float or
+            complex, passed by value), not both branches of a select: a scalar takes the
+            dtype of its slot (the tensors' dtype; bool for a predicate), which it must
+            fit (docs/dtypes.md).
         out : Tensor or TensorView
             Caller-owned output of exactly the result's shape and dtype; every
             element is overwritten. It must not overlap an input, except that it may be
@@ -1402,7 +1518,8 @@ class SessionOps:
         Raises
         ------
         ValidationError
-            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap), a scalar that does
+            not fit its dtype, no tensor operand (or no tensor branch of a select).
         UnsupportedDTypeError
             The operation is not defined for the dtype.
         RuntimeStateError
@@ -2138,14 +2255,16 @@ class SessionOps:
         """
         ...
 
-    def complex(self, lhs: Tensor | TensorView, rhs: Tensor | TensorView) -> Tensor:
+    def complex(self, lhs: Tensor | TensorView | Scalar, rhs: Tensor | TensorView | Scalar) -> Tensor:
         """Elementwise ``lhs + i * rhs`` from float32 or float64 parts (complex64 or complex128).
 
         Parameters
         ----------
-        lhs, rhs : Tensor or TensorView
+        lhs, rhs : Tensor, TensorView or scalar
             Device operands of this session with one dtype and one shape; a rank-0
-            operand broadcasts.
+            operand broadcasts. One of them may be a scalar (a Python or numpy bool,
+            int, float or complex): it is passed to the kernel by value and takes the
+            other's dtype, which it must fit (docs/dtypes.md).
 
         Returns
         -------
@@ -2155,7 +2274,8 @@ class SessionOps:
         Raises
         ------
         ValidationError
-            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap), a scalar that does
+            not fit its dtype, no tensor operand (or no tensor branch of a select).
         UnsupportedDTypeError
             The operation is not defined for the dtype.
         RuntimeStateError
@@ -2163,14 +2283,16 @@ class SessionOps:
         """
         ...
 
-    def complex_read(self, lhs: Tensor | TensorView, rhs: Tensor | TensorView) -> Tensor:
+    def complex_read(self, lhs: Tensor | TensorView | Scalar, rhs: Tensor | TensorView | Scalar) -> Tensor:
         """Elementwise ``lhs + i * rhs`` from float32 or float64 parts (complex64 or complex128).
 
         Parameters
         ----------
-        lhs, rhs : Tensor or TensorView
+        lhs, rhs : Tensor, TensorView or scalar
             Device operands of this session with one dtype and one shape; a rank-0
-            operand broadcasts.
+            operand broadcasts. One of them may be a scalar (a Python or numpy bool,
+            int, float or complex): it is passed to the kernel by value and takes the
+            other's dtype, which it must fit (docs/dtypes.md).
 
         Returns
         -------
@@ -2180,7 +2302,8 @@ class SessionOps:
         Raises
         ------
         ValidationError
-            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap), a scalar that does
+            not fit its dtype, no tensor operand (or no tensor branch of a select).
         UnsupportedDTypeError
             The operation is not defined for the dtype.
         RuntimeStateError
@@ -2188,14 +2311,16 @@ class SessionOps:
         """
         ...
 
-    def complex_into(self, lhs: Tensor | TensorView, rhs: Tensor | TensorView, out: Tensor | TensorView) -> None:
+    def complex_into(self, lhs: Tensor | TensorView | Scalar, rhs: Tensor | TensorView | Scalar, out: Tensor | TensorView) -> None:
         """Elementwise ``lhs + i * rhs`` from float32 or float64 parts (complex64 or complex128).
 
         Parameters
         ----------
-        lhs, rhs : Tensor or TensorView
+        lhs, rhs : Tensor, TensorView or scalar
             Device operands of this session with one dtype and one shape; a rank-0
-            operand broadcasts.
+            operand broadcasts. One of them may be a scalar (a Python or numpy bool,
+            int, float or complex): it is passed to the kernel by value and takes the
+            other's dtype, which it must fit (docs/dtypes.md).
         out : Tensor or TensorView
             Caller-owned output of exactly the result's shape and dtype; every
             element is overwritten. It must not overlap an input, except that it may be
@@ -2209,7 +2334,8 @@ class SessionOps:
         Raises
         ------
         ValidationError
-            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap), a scalar that does
+            not fit its dtype, no tensor operand (or no tensor branch of a select).
         UnsupportedDTypeError
             The operation is not defined for the dtype.
         RuntimeStateError
@@ -2217,14 +2343,16 @@ class SessionOps:
         """
         ...
 
-    def complex_read_into(self, lhs: Tensor | TensorView, rhs: Tensor | TensorView, out: Tensor | TensorView) -> None:
+    def complex_read_into(self, lhs: Tensor | TensorView | Scalar, rhs: Tensor | TensorView | Scalar, out: Tensor | TensorView) -> None:
         """Elementwise ``lhs + i * rhs`` from float32 or float64 parts (complex64 or complex128).
 
         Parameters
         ----------
-        lhs, rhs : Tensor or TensorView
+        lhs, rhs : Tensor, TensorView or scalar
             Device operands of this session with one dtype and one shape; a rank-0
-            operand broadcasts.
+            operand broadcasts. One of them may be a scalar (a Python or numpy bool,
+            int, float or complex): it is passed to the kernel by value and takes the
+            other's dtype, which it must fit (docs/dtypes.md).
         out : Tensor or TensorView
             Caller-owned output of exactly the result's shape and dtype; every
             element is overwritten. It must not overlap an input, except that it may be
@@ -2238,7 +2366,8 @@ class SessionOps:
         Raises
         ------
         ValidationError
-            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap), a scalar that does
+            not fit its dtype, no tensor operand (or no tensor branch of a select).
         UnsupportedDTypeError
             The operation is not defined for the dtype.
         RuntimeStateError
@@ -2246,14 +2375,16 @@ class SessionOps:
         """
         ...
 
-    def bitwise_and(self, lhs: Tensor | TensorView, rhs: Tensor | TensorView) -> Tensor:
+    def bitwise_and(self, lhs: Tensor | TensorView | Scalar, rhs: Tensor | TensorView | Scalar) -> Tensor:
         """Elementwise AND: logical on bool, bitwise on integers (StableHLO ``and``).
 
         Parameters
         ----------
-        lhs, rhs : Tensor or TensorView
+        lhs, rhs : Tensor, TensorView or scalar
             Device operands of this session with one dtype and one shape; a rank-0
-            operand broadcasts.
+            operand broadcasts. One of them may be a scalar (a Python or numpy bool,
+            int, float or complex): it is passed to the kernel by value and takes the
+            other's dtype, which it must fit (docs/dtypes.md).
 
         Returns
         -------
@@ -2263,7 +2394,8 @@ class SessionOps:
         Raises
         ------
         ValidationError
-            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap), a scalar that does
+            not fit its dtype, no tensor operand (or no tensor branch of a select).
         UnsupportedDTypeError
             The operation is not defined for the dtype.
         RuntimeStateError
@@ -2271,14 +2403,16 @@ class SessionOps:
         """
         ...
 
-    def bitwise_and_read(self, lhs: Tensor | TensorView, rhs: Tensor | TensorView) -> Tensor:
+    def bitwise_and_read(self, lhs: Tensor | TensorView | Scalar, rhs: Tensor | TensorView | Scalar) -> Tensor:
         """Elementwise AND: logical on bool, bitwise on integers (StableHLO ``and``).
 
         Parameters
         ----------
-        lhs, rhs : Tensor or TensorView
+        lhs, rhs : Tensor, TensorView or scalar
             Device operands of this session with one dtype and one shape; a rank-0
-            operand broadcasts.
+            operand broadcasts. One of them may be a scalar (a Python or numpy bool,
+            int, float or complex): it is passed to the kernel by value and takes the
+            other's dtype, which it must fit (docs/dtypes.md).
 
         Returns
         -------
@@ -2288,7 +2422,8 @@ class SessionOps:
         Raises
         ------
         ValidationError
-            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap), a scalar that does
+            not fit its dtype, no tensor operand (or no tensor branch of a select).
         UnsupportedDTypeError
             The operation is not defined for the dtype.
         RuntimeStateError
@@ -2296,14 +2431,16 @@ class SessionOps:
         """
         ...
 
-    def bitwise_and_into(self, lhs: Tensor | TensorView, rhs: Tensor | TensorView, out: Tensor | TensorView) -> None:
+    def bitwise_and_into(self, lhs: Tensor | TensorView | Scalar, rhs: Tensor | TensorView | Scalar, out: Tensor | TensorView) -> None:
         """Elementwise AND: logical on bool, bitwise on integers (StableHLO ``and``).
 
         Parameters
         ----------
-        lhs, rhs : Tensor or TensorView
+        lhs, rhs : Tensor, TensorView or scalar
             Device operands of this session with one dtype and one shape; a rank-0
-            operand broadcasts.
+            operand broadcasts. One of them may be a scalar (a Python or numpy bool,
+            int, float or complex): it is passed to the kernel by value and takes the
+            other's dtype, which it must fit (docs/dtypes.md).
         out : Tensor or TensorView
             Caller-owned output of exactly the result's shape and dtype; every
             element is overwritten. It must not overlap an input, except that it may be
@@ -2317,7 +2454,8 @@ class SessionOps:
         Raises
         ------
         ValidationError
-            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap), a scalar that does
+            not fit its dtype, no tensor operand (or no tensor branch of a select).
         UnsupportedDTypeError
             The operation is not defined for the dtype.
         RuntimeStateError
@@ -2325,14 +2463,16 @@ class SessionOps:
         """
         ...
 
-    def bitwise_and_read_into(self, lhs: Tensor | TensorView, rhs: Tensor | TensorView, out: Tensor | TensorView) -> None:
+    def bitwise_and_read_into(self, lhs: Tensor | TensorView | Scalar, rhs: Tensor | TensorView | Scalar, out: Tensor | TensorView) -> None:
         """Elementwise AND: logical on bool, bitwise on integers (StableHLO ``and``).
 
         Parameters
         ----------
-        lhs, rhs : Tensor or TensorView
+        lhs, rhs : Tensor, TensorView or scalar
             Device operands of this session with one dtype and one shape; a rank-0
-            operand broadcasts.
+            operand broadcasts. One of them may be a scalar (a Python or numpy bool,
+            int, float or complex): it is passed to the kernel by value and takes the
+            other's dtype, which it must fit (docs/dtypes.md).
         out : Tensor or TensorView
             Caller-owned output of exactly the result's shape and dtype; every
             element is overwritten. It must not overlap an input, except that it may be
@@ -2346,7 +2486,8 @@ class SessionOps:
         Raises
         ------
         ValidationError
-            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap), a scalar that does
+            not fit its dtype, no tensor operand (or no tensor branch of a select).
         UnsupportedDTypeError
             The operation is not defined for the dtype.
         RuntimeStateError
@@ -2354,14 +2495,16 @@ class SessionOps:
         """
         ...
 
-    def bitwise_or(self, lhs: Tensor | TensorView, rhs: Tensor | TensorView) -> Tensor:
+    def bitwise_or(self, lhs: Tensor | TensorView | Scalar, rhs: Tensor | TensorView | Scalar) -> Tensor:
         """Elementwise OR: logical on bool, bitwise on integers (StableHLO ``or``).
 
         Parameters
         ----------
-        lhs, rhs : Tensor or TensorView
+        lhs, rhs : Tensor, TensorView or scalar
             Device operands of this session with one dtype and one shape; a rank-0
-            operand broadcasts.
+            operand broadcasts. One of them may be a scalar (a Python or numpy bool,
+            int, float or complex): it is passed to the kernel by value and takes the
+            other's dtype, which it must fit (docs/dtypes.md).
 
         Returns
         -------
@@ -2371,7 +2514,8 @@ class SessionOps:
         Raises
         ------
         ValidationError
-            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap), a scalar that does
+            not fit its dtype, no tensor operand (or no tensor branch of a select).
         UnsupportedDTypeError
             The operation is not defined for the dtype.
         RuntimeStateError
@@ -2379,14 +2523,16 @@ class SessionOps:
         """
         ...
 
-    def bitwise_or_read(self, lhs: Tensor | TensorView, rhs: Tensor | TensorView) -> Tensor:
+    def bitwise_or_read(self, lhs: Tensor | TensorView | Scalar, rhs: Tensor | TensorView | Scalar) -> Tensor:
         """Elementwise OR: logical on bool, bitwise on integers (StableHLO ``or``).
 
         Parameters
         ----------
-        lhs, rhs : Tensor or TensorView
+        lhs, rhs : Tensor, TensorView or scalar
             Device operands of this session with one dtype and one shape; a rank-0
-            operand broadcasts.
+            operand broadcasts. One of them may be a scalar (a Python or numpy bool,
+            int, float or complex): it is passed to the kernel by value and takes the
+            other's dtype, which it must fit (docs/dtypes.md).
 
         Returns
         -------
@@ -2396,7 +2542,8 @@ class SessionOps:
         Raises
         ------
         ValidationError
-            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap), a scalar that does
+            not fit its dtype, no tensor operand (or no tensor branch of a select).
         UnsupportedDTypeError
             The operation is not defined for the dtype.
         RuntimeStateError
@@ -2404,14 +2551,16 @@ class SessionOps:
         """
         ...
 
-    def bitwise_or_into(self, lhs: Tensor | TensorView, rhs: Tensor | TensorView, out: Tensor | TensorView) -> None:
+    def bitwise_or_into(self, lhs: Tensor | TensorView | Scalar, rhs: Tensor | TensorView | Scalar, out: Tensor | TensorView) -> None:
         """Elementwise OR: logical on bool, bitwise on integers (StableHLO ``or``).
 
         Parameters
         ----------
-        lhs, rhs : Tensor or TensorView
+        lhs, rhs : Tensor, TensorView or scalar
             Device operands of this session with one dtype and one shape; a rank-0
-            operand broadcasts.
+            operand broadcasts. One of them may be a scalar (a Python or numpy bool,
+            int, float or complex): it is passed to the kernel by value and takes the
+            other's dtype, which it must fit (docs/dtypes.md).
         out : Tensor or TensorView
             Caller-owned output of exactly the result's shape and dtype; every
             element is overwritten. It must not overlap an input, except that it may be
@@ -2425,7 +2574,8 @@ class SessionOps:
         Raises
         ------
         ValidationError
-            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap), a scalar that does
+            not fit its dtype, no tensor operand (or no tensor branch of a select).
         UnsupportedDTypeError
             The operation is not defined for the dtype.
         RuntimeStateError
@@ -2433,14 +2583,16 @@ class SessionOps:
         """
         ...
 
-    def bitwise_or_read_into(self, lhs: Tensor | TensorView, rhs: Tensor | TensorView, out: Tensor | TensorView) -> None:
+    def bitwise_or_read_into(self, lhs: Tensor | TensorView | Scalar, rhs: Tensor | TensorView | Scalar, out: Tensor | TensorView) -> None:
         """Elementwise OR: logical on bool, bitwise on integers (StableHLO ``or``).
 
         Parameters
         ----------
-        lhs, rhs : Tensor or TensorView
+        lhs, rhs : Tensor, TensorView or scalar
             Device operands of this session with one dtype and one shape; a rank-0
-            operand broadcasts.
+            operand broadcasts. One of them may be a scalar (a Python or numpy bool,
+            int, float or complex): it is passed to the kernel by value and takes the
+            other's dtype, which it must fit (docs/dtypes.md).
         out : Tensor or TensorView
             Caller-owned output of exactly the result's shape and dtype; every
             element is overwritten. It must not overlap an input, except that it may be
@@ -2454,7 +2606,8 @@ class SessionOps:
         Raises
         ------
         ValidationError
-            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap), a scalar that does
+            not fit its dtype, no tensor operand (or no tensor branch of a select).
         UnsupportedDTypeError
             The operation is not defined for the dtype.
         RuntimeStateError
@@ -2462,14 +2615,16 @@ class SessionOps:
         """
         ...
 
-    def bitwise_xor(self, lhs: Tensor | TensorView, rhs: Tensor | TensorView) -> Tensor:
+    def bitwise_xor(self, lhs: Tensor | TensorView | Scalar, rhs: Tensor | TensorView | Scalar) -> Tensor:
         """Elementwise XOR: logical on bool, bitwise on integers (StableHLO ``xor``).
 
         Parameters
         ----------
-        lhs, rhs : Tensor or TensorView
+        lhs, rhs : Tensor, TensorView or scalar
             Device operands of this session with one dtype and one shape; a rank-0
-            operand broadcasts.
+            operand broadcasts. One of them may be a scalar (a Python or numpy bool,
+            int, float or complex): it is passed to the kernel by value and takes the
+            other's dtype, which it must fit (docs/dtypes.md).
 
         Returns
         -------
@@ -2479,7 +2634,8 @@ class SessionOps:
         Raises
         ------
         ValidationError
-            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap), a scalar that does
+            not fit its dtype, no tensor operand (or no tensor branch of a select).
         UnsupportedDTypeError
             The operation is not defined for the dtype.
         RuntimeStateError
@@ -2487,14 +2643,16 @@ class SessionOps:
         """
         ...
 
-    def bitwise_xor_read(self, lhs: Tensor | TensorView, rhs: Tensor | TensorView) -> Tensor:
+    def bitwise_xor_read(self, lhs: Tensor | TensorView | Scalar, rhs: Tensor | TensorView | Scalar) -> Tensor:
         """Elementwise XOR: logical on bool, bitwise on integers (StableHLO ``xor``).
 
         Parameters
         ----------
-        lhs, rhs : Tensor or TensorView
+        lhs, rhs : Tensor, TensorView or scalar
             Device operands of this session with one dtype and one shape; a rank-0
-            operand broadcasts.
+            operand broadcasts. One of them may be a scalar (a Python or numpy bool,
+            int, float or complex): it is passed to the kernel by value and takes the
+            other's dtype, which it must fit (docs/dtypes.md).
 
         Returns
         -------
@@ -2504,7 +2662,8 @@ class SessionOps:
         Raises
         ------
         ValidationError
-            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap), a scalar that does
+            not fit its dtype, no tensor operand (or no tensor branch of a select).
         UnsupportedDTypeError
             The operation is not defined for the dtype.
         RuntimeStateError
@@ -2512,14 +2671,16 @@ class SessionOps:
         """
         ...
 
-    def bitwise_xor_into(self, lhs: Tensor | TensorView, rhs: Tensor | TensorView, out: Tensor | TensorView) -> None:
+    def bitwise_xor_into(self, lhs: Tensor | TensorView | Scalar, rhs: Tensor | TensorView | Scalar, out: Tensor | TensorView) -> None:
         """Elementwise XOR: logical on bool, bitwise on integers (StableHLO ``xor``).
 
         Parameters
         ----------
-        lhs, rhs : Tensor or TensorView
+        lhs, rhs : Tensor, TensorView or scalar
             Device operands of this session with one dtype and one shape; a rank-0
-            operand broadcasts.
+            operand broadcasts. One of them may be a scalar (a Python or numpy bool,
+            int, float or complex): it is passed to the kernel by value and takes the
+            other's dtype, which it must fit (docs/dtypes.md).
         out : Tensor or TensorView
             Caller-owned output of exactly the result's shape and dtype; every
             element is overwritten. It must not overlap an input, except that it may be
@@ -2533,7 +2694,8 @@ class SessionOps:
         Raises
         ------
         ValidationError
-            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap), a scalar that does
+            not fit its dtype, no tensor operand (or no tensor branch of a select).
         UnsupportedDTypeError
             The operation is not defined for the dtype.
         RuntimeStateError
@@ -2541,14 +2703,16 @@ class SessionOps:
         """
         ...
 
-    def bitwise_xor_read_into(self, lhs: Tensor | TensorView, rhs: Tensor | TensorView, out: Tensor | TensorView) -> None:
+    def bitwise_xor_read_into(self, lhs: Tensor | TensorView | Scalar, rhs: Tensor | TensorView | Scalar, out: Tensor | TensorView) -> None:
         """Elementwise XOR: logical on bool, bitwise on integers (StableHLO ``xor``).
 
         Parameters
         ----------
-        lhs, rhs : Tensor or TensorView
+        lhs, rhs : Tensor, TensorView or scalar
             Device operands of this session with one dtype and one shape; a rank-0
-            operand broadcasts.
+            operand broadcasts. One of them may be a scalar (a Python or numpy bool,
+            int, float or complex): it is passed to the kernel by value and takes the
+            other's dtype, which it must fit (docs/dtypes.md).
         out : Tensor or TensorView
             Caller-owned output of exactly the result's shape and dtype; every
             element is overwritten. It must not overlap an input, except that it may be
@@ -2562,7 +2726,8 @@ class SessionOps:
         Raises
         ------
         ValidationError
-            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap), a scalar that does
+            not fit its dtype, no tensor operand (or no tensor branch of a select).
         UnsupportedDTypeError
             The operation is not defined for the dtype.
         RuntimeStateError
@@ -2674,14 +2839,16 @@ class SessionOps:
         """
         ...
 
-    def shift_left(self, lhs: Tensor | TensorView, rhs: Tensor | TensorView) -> Tensor:
+    def shift_left(self, lhs: Tensor | TensorView | Scalar, rhs: Tensor | TensorView | Scalar) -> Tensor:
         """Elementwise ``lhs << rhs`` (integers); a shift of the bit width or more (``rhs`` read as unsigned) gives 0.
 
         Parameters
         ----------
-        lhs, rhs : Tensor or TensorView
+        lhs, rhs : Tensor, TensorView or scalar
             Device operands of this session with one dtype and one shape; a rank-0
-            operand broadcasts.
+            operand broadcasts. One of them may be a scalar (a Python or numpy bool,
+            int, float or complex): it is passed to the kernel by value and takes the
+            other's dtype, which it must fit (docs/dtypes.md).
 
         Returns
         -------
@@ -2691,7 +2858,8 @@ class SessionOps:
         Raises
         ------
         ValidationError
-            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap), a scalar that does
+            not fit its dtype, no tensor operand (or no tensor branch of a select).
         UnsupportedDTypeError
             The operation is not defined for the dtype.
         RuntimeStateError
@@ -2699,14 +2867,16 @@ class SessionOps:
         """
         ...
 
-    def shift_left_read(self, lhs: Tensor | TensorView, rhs: Tensor | TensorView) -> Tensor:
+    def shift_left_read(self, lhs: Tensor | TensorView | Scalar, rhs: Tensor | TensorView | Scalar) -> Tensor:
         """Elementwise ``lhs << rhs`` (integers); a shift of the bit width or more (``rhs`` read as unsigned) gives 0.
 
         Parameters
         ----------
-        lhs, rhs : Tensor or TensorView
+        lhs, rhs : Tensor, TensorView or scalar
             Device operands of this session with one dtype and one shape; a rank-0
-            operand broadcasts.
+            operand broadcasts. One of them may be a scalar (a Python or numpy bool,
+            int, float or complex): it is passed to the kernel by value and takes the
+            other's dtype, which it must fit (docs/dtypes.md).
 
         Returns
         -------
@@ -2716,7 +2886,8 @@ class SessionOps:
         Raises
         ------
         ValidationError
-            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap), a scalar that does
+            not fit its dtype, no tensor operand (or no tensor branch of a select).
         UnsupportedDTypeError
             The operation is not defined for the dtype.
         RuntimeStateError
@@ -2724,14 +2895,16 @@ class SessionOps:
         """
         ...
 
-    def shift_left_into(self, lhs: Tensor | TensorView, rhs: Tensor | TensorView, out: Tensor | TensorView) -> None:
+    def shift_left_into(self, lhs: Tensor | TensorView | Scalar, rhs: Tensor | TensorView | Scalar, out: Tensor | TensorView) -> None:
         """Elementwise ``lhs << rhs`` (integers); a shift of the bit width or more (``rhs`` read as unsigned) gives 0.
 
         Parameters
         ----------
-        lhs, rhs : Tensor or TensorView
+        lhs, rhs : Tensor, TensorView or scalar
             Device operands of this session with one dtype and one shape; a rank-0
-            operand broadcasts.
+            operand broadcasts. One of them may be a scalar (a Python or numpy bool,
+            int, float or complex): it is passed to the kernel by value and takes the
+            other's dtype, which it must fit (docs/dtypes.md).
         out : Tensor or TensorView
             Caller-owned output of exactly the result's shape and dtype; every
             element is overwritten. It must not overlap an input, except that it may be
@@ -2745,7 +2918,8 @@ class SessionOps:
         Raises
         ------
         ValidationError
-            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap), a scalar that does
+            not fit its dtype, no tensor operand (or no tensor branch of a select).
         UnsupportedDTypeError
             The operation is not defined for the dtype.
         RuntimeStateError
@@ -2753,14 +2927,16 @@ class SessionOps:
         """
         ...
 
-    def shift_left_read_into(self, lhs: Tensor | TensorView, rhs: Tensor | TensorView, out: Tensor | TensorView) -> None:
+    def shift_left_read_into(self, lhs: Tensor | TensorView | Scalar, rhs: Tensor | TensorView | Scalar, out: Tensor | TensorView) -> None:
         """Elementwise ``lhs << rhs`` (integers); a shift of the bit width or more (``rhs`` read as unsigned) gives 0.
 
         Parameters
         ----------
-        lhs, rhs : Tensor or TensorView
+        lhs, rhs : Tensor, TensorView or scalar
             Device operands of this session with one dtype and one shape; a rank-0
-            operand broadcasts.
+            operand broadcasts. One of them may be a scalar (a Python or numpy bool,
+            int, float or complex): it is passed to the kernel by value and takes the
+            other's dtype, which it must fit (docs/dtypes.md).
         out : Tensor or TensorView
             Caller-owned output of exactly the result's shape and dtype; every
             element is overwritten. It must not overlap an input, except that it may be
@@ -2774,7 +2950,8 @@ class SessionOps:
         Raises
         ------
         ValidationError
-            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap), a scalar that does
+            not fit its dtype, no tensor operand (or no tensor branch of a select).
         UnsupportedDTypeError
             The operation is not defined for the dtype.
         RuntimeStateError
@@ -2782,14 +2959,16 @@ class SessionOps:
         """
         ...
 
-    def shift_right_logical(self, lhs: Tensor | TensorView, rhs: Tensor | TensorView) -> Tensor:
+    def shift_right_logical(self, lhs: Tensor | TensorView | Scalar, rhs: Tensor | TensorView | Scalar) -> Tensor:
         """Elementwise logical ``lhs >> rhs`` (integers, zero fill); a shift of the bit width or more (``rhs`` read as unsigned) gives 0.
 
         Parameters
         ----------
-        lhs, rhs : Tensor or TensorView
+        lhs, rhs : Tensor, TensorView or scalar
             Device operands of this session with one dtype and one shape; a rank-0
-            operand broadcasts.
+            operand broadcasts. One of them may be a scalar (a Python or numpy bool,
+            int, float or complex): it is passed to the kernel by value and takes the
+            other's dtype, which it must fit (docs/dtypes.md).
 
         Returns
         -------
@@ -2799,7 +2978,8 @@ class SessionOps:
         Raises
         ------
         ValidationError
-            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap), a scalar that does
+            not fit its dtype, no tensor operand (or no tensor branch of a select).
         UnsupportedDTypeError
             The operation is not defined for the dtype.
         RuntimeStateError
@@ -2807,14 +2987,16 @@ class SessionOps:
         """
         ...
 
-    def shift_right_logical_read(self, lhs: Tensor | TensorView, rhs: Tensor | TensorView) -> Tensor:
+    def shift_right_logical_read(self, lhs: Tensor | TensorView | Scalar, rhs: Tensor | TensorView | Scalar) -> Tensor:
         """Elementwise logical ``lhs >> rhs`` (integers, zero fill); a shift of the bit width or more (``rhs`` read as unsigned) gives 0.
 
         Parameters
         ----------
-        lhs, rhs : Tensor or TensorView
+        lhs, rhs : Tensor, TensorView or scalar
             Device operands of this session with one dtype and one shape; a rank-0
-            operand broadcasts.
+            operand broadcasts. One of them may be a scalar (a Python or numpy bool,
+            int, float or complex): it is passed to the kernel by value and takes the
+            other's dtype, which it must fit (docs/dtypes.md).
 
         Returns
         -------
@@ -2824,7 +3006,8 @@ class SessionOps:
         Raises
         ------
         ValidationError
-            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap), a scalar that does
+            not fit its dtype, no tensor operand (or no tensor branch of a select).
         UnsupportedDTypeError
             The operation is not defined for the dtype.
         RuntimeStateError
@@ -2832,14 +3015,16 @@ class SessionOps:
         """
         ...
 
-    def shift_right_logical_into(self, lhs: Tensor | TensorView, rhs: Tensor | TensorView, out: Tensor | TensorView) -> None:
+    def shift_right_logical_into(self, lhs: Tensor | TensorView | Scalar, rhs: Tensor | TensorView | Scalar, out: Tensor | TensorView) -> None:
         """Elementwise logical ``lhs >> rhs`` (integers, zero fill); a shift of the bit width or more (``rhs`` read as unsigned) gives 0.
 
         Parameters
         ----------
-        lhs, rhs : Tensor or TensorView
+        lhs, rhs : Tensor, TensorView or scalar
             Device operands of this session with one dtype and one shape; a rank-0
-            operand broadcasts.
+            operand broadcasts. One of them may be a scalar (a Python or numpy bool,
+            int, float or complex): it is passed to the kernel by value and takes the
+            other's dtype, which it must fit (docs/dtypes.md).
         out : Tensor or TensorView
             Caller-owned output of exactly the result's shape and dtype; every
             element is overwritten. It must not overlap an input, except that it may be
@@ -2853,7 +3038,8 @@ class SessionOps:
         Raises
         ------
         ValidationError
-            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap), a scalar that does
+            not fit its dtype, no tensor operand (or no tensor branch of a select).
         UnsupportedDTypeError
             The operation is not defined for the dtype.
         RuntimeStateError
@@ -2861,14 +3047,16 @@ class SessionOps:
         """
         ...
 
-    def shift_right_logical_read_into(self, lhs: Tensor | TensorView, rhs: Tensor | TensorView, out: Tensor | TensorView) -> None:
+    def shift_right_logical_read_into(self, lhs: Tensor | TensorView | Scalar, rhs: Tensor | TensorView | Scalar, out: Tensor | TensorView) -> None:
         """Elementwise logical ``lhs >> rhs`` (integers, zero fill); a shift of the bit width or more (``rhs`` read as unsigned) gives 0.
 
         Parameters
         ----------
-        lhs, rhs : Tensor or TensorView
+        lhs, rhs : Tensor, TensorView or scalar
             Device operands of this session with one dtype and one shape; a rank-0
-            operand broadcasts.
+            operand broadcasts. One of them may be a scalar (a Python or numpy bool,
+            int, float or complex): it is passed to the kernel by value and takes the
+            other's dtype, which it must fit (docs/dtypes.md).
         out : Tensor or TensorView
             Caller-owned output of exactly the result's shape and dtype; every
             element is overwritten. It must not overlap an input, except that it may be
@@ -2882,7 +3070,8 @@ class SessionOps:
         Raises
         ------
         ValidationError
-            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap), a scalar that does
+            not fit its dtype, no tensor operand (or no tensor branch of a select).
         UnsupportedDTypeError
             The operation is not defined for the dtype.
         RuntimeStateError
@@ -2890,14 +3079,16 @@ class SessionOps:
         """
         ...
 
-    def shift_right_arithmetic(self, lhs: Tensor | TensorView, rhs: Tensor | TensorView) -> Tensor:
+    def shift_right_arithmetic(self, lhs: Tensor | TensorView | Scalar, rhs: Tensor | TensorView | Scalar) -> Tensor:
         """Elementwise arithmetic ``lhs >> rhs`` (integers, the top bit fills); a shift of the bit width or more (``rhs`` read as unsigned) gives 0 or -1 (all ones) by the top bit.
 
         Parameters
         ----------
-        lhs, rhs : Tensor or TensorView
+        lhs, rhs : Tensor, TensorView or scalar
             Device operands of this session with one dtype and one shape; a rank-0
-            operand broadcasts.
+            operand broadcasts. One of them may be a scalar (a Python or numpy bool,
+            int, float or complex): it is passed to the kernel by value and takes the
+            other's dtype, which it must fit (docs/dtypes.md).
 
         Returns
         -------
@@ -2907,7 +3098,8 @@ class SessionOps:
         Raises
         ------
         ValidationError
-            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap), a scalar that does
+            not fit its dtype, no tensor operand (or no tensor branch of a select).
         UnsupportedDTypeError
             The operation is not defined for the dtype.
         RuntimeStateError
@@ -2915,14 +3107,16 @@ class SessionOps:
         """
         ...
 
-    def shift_right_arithmetic_read(self, lhs: Tensor | TensorView, rhs: Tensor | TensorView) -> Tensor:
+    def shift_right_arithmetic_read(self, lhs: Tensor | TensorView | Scalar, rhs: Tensor | TensorView | Scalar) -> Tensor:
         """Elementwise arithmetic ``lhs >> rhs`` (integers, the top bit fills); a shift of the bit width or more (``rhs`` read as unsigned) gives 0 or -1 (all ones) by the top bit.
 
         Parameters
         ----------
-        lhs, rhs : Tensor or TensorView
+        lhs, rhs : Tensor, TensorView or scalar
             Device operands of this session with one dtype and one shape; a rank-0
-            operand broadcasts.
+            operand broadcasts. One of them may be a scalar (a Python or numpy bool,
+            int, float or complex): it is passed to the kernel by value and takes the
+            other's dtype, which it must fit (docs/dtypes.md).
 
         Returns
         -------
@@ -2932,7 +3126,8 @@ class SessionOps:
         Raises
         ------
         ValidationError
-            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap), a scalar that does
+            not fit its dtype, no tensor operand (or no tensor branch of a select).
         UnsupportedDTypeError
             The operation is not defined for the dtype.
         RuntimeStateError
@@ -2940,14 +3135,16 @@ class SessionOps:
         """
         ...
 
-    def shift_right_arithmetic_into(self, lhs: Tensor | TensorView, rhs: Tensor | TensorView, out: Tensor | TensorView) -> None:
+    def shift_right_arithmetic_into(self, lhs: Tensor | TensorView | Scalar, rhs: Tensor | TensorView | Scalar, out: Tensor | TensorView) -> None:
         """Elementwise arithmetic ``lhs >> rhs`` (integers, the top bit fills); a shift of the bit width or more (``rhs`` read as unsigned) gives 0 or -1 (all ones) by the top bit.
 
         Parameters
         ----------
-        lhs, rhs : Tensor or TensorView
+        lhs, rhs : Tensor, TensorView or scalar
             Device operands of this session with one dtype and one shape; a rank-0
-            operand broadcasts.
+            operand broadcasts. One of them may be a scalar (a Python or numpy bool,
+            int, float or complex): it is passed to the kernel by value and takes the
+            other's dtype, which it must fit (docs/dtypes.md).
         out : Tensor or TensorView
             Caller-owned output of exactly the result's shape and dtype; every
             element is overwritten. It must not overlap an input, except that it may be
@@ -2961,7 +3158,8 @@ class SessionOps:
         Raises
         ------
         ValidationError
-            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap), a scalar that does
+            not fit its dtype, no tensor operand (or no tensor branch of a select).
         UnsupportedDTypeError
             The operation is not defined for the dtype.
         RuntimeStateError
@@ -2969,14 +3167,16 @@ class SessionOps:
         """
         ...
 
-    def shift_right_arithmetic_read_into(self, lhs: Tensor | TensorView, rhs: Tensor | TensorView, out: Tensor | TensorView) -> None:
+    def shift_right_arithmetic_read_into(self, lhs: Tensor | TensorView | Scalar, rhs: Tensor | TensorView | Scalar, out: Tensor | TensorView) -> None:
         """Elementwise arithmetic ``lhs >> rhs`` (integers, the top bit fills); a shift of the bit width or more (``rhs`` read as unsigned) gives 0 or -1 (all ones) by the top bit.
 
         Parameters
         ----------
-        lhs, rhs : Tensor or TensorView
+        lhs, rhs : Tensor, TensorView or scalar
             Device operands of this session with one dtype and one shape; a rank-0
-            operand broadcasts.
+            operand broadcasts. One of them may be a scalar (a Python or numpy bool,
+            int, float or complex): it is passed to the kernel by value and takes the
+            other's dtype, which it must fit (docs/dtypes.md).
         out : Tensor or TensorView
             Caller-owned output of exactly the result's shape and dtype; every
             element is overwritten. It must not overlap an input, except that it may be
@@ -2990,7 +3190,8 @@ class SessionOps:
         Raises
         ------
         ValidationError
-            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap), a scalar that does
+            not fit its dtype, no tensor operand (or no tensor branch of a select).
         UnsupportedDTypeError
             The operation is not defined for the dtype.
         RuntimeStateError
@@ -3206,14 +3407,16 @@ class SessionOps:
         """
         ...
 
-    def compare(self, lhs: Tensor | TensorView, rhs: Tensor | TensorView, direction: CompareDir | str) -> Tensor:
+    def compare(self, lhs: Tensor | TensorView | Scalar, rhs: Tensor | TensorView | Scalar, direction: CompareDir | str) -> Tensor:
         """Elementwise comparison ``lhs <direction> rhs`` giving bool; complex operands take EQ and NE only.
 
         Parameters
         ----------
-        lhs, rhs : Tensor or TensorView
+        lhs, rhs : Tensor, TensorView or scalar
             Device operands of this session with one dtype and one shape; a rank-0
-            operand broadcasts.
+            operand broadcasts. One of them may be a scalar (a Python or numpy bool,
+            int, float or complex): it is passed to the kernel by value and takes the
+            other's dtype, which it must fit (docs/dtypes.md).
         direction : CompareDir
             EQ, NE, LT, LE, GT or GE (or its name).
 
@@ -3225,7 +3428,8 @@ class SessionOps:
         Raises
         ------
         ValidationError
-            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap), a scalar that does
+            not fit its dtype, no tensor operand (or no tensor branch of a select).
         UnsupportedDTypeError
             The operation is not defined for the dtype.
         RuntimeStateError
@@ -3233,14 +3437,16 @@ class SessionOps:
         """
         ...
 
-    def compare_read(self, lhs: Tensor | TensorView, rhs: Tensor | TensorView, direction: CompareDir | str) -> Tensor:
+    def compare_read(self, lhs: Tensor | TensorView | Scalar, rhs: Tensor | TensorView | Scalar, direction: CompareDir | str) -> Tensor:
         """Elementwise comparison ``lhs <direction> rhs`` giving bool; complex operands take EQ and NE only.
 
         Parameters
         ----------
-        lhs, rhs : Tensor or TensorView
+        lhs, rhs : Tensor, TensorView or scalar
             Device operands of this session with one dtype and one shape; a rank-0
-            operand broadcasts.
+            operand broadcasts. One of them may be a scalar (a Python or numpy bool,
+            int, float or complex): it is passed to the kernel by value and takes the
+            other's dtype, which it must fit (docs/dtypes.md).
         direction : CompareDir
             EQ, NE, LT, LE, GT or GE (or its name).
 
@@ -3252,7 +3458,8 @@ class SessionOps:
         Raises
         ------
         ValidationError
-            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap), a scalar that does
+            not fit its dtype, no tensor operand (or no tensor branch of a select).
         UnsupportedDTypeError
             The operation is not defined for the dtype.
         RuntimeStateError
@@ -3260,14 +3467,16 @@ class SessionOps:
         """
         ...
 
-    def compare_into(self, lhs: Tensor | TensorView, rhs: Tensor | TensorView, direction: CompareDir | str, out: Tensor | TensorView) -> None:
+    def compare_into(self, lhs: Tensor | TensorView | Scalar, rhs: Tensor | TensorView | Scalar, direction: CompareDir | str, out: Tensor | TensorView) -> None:
         """Elementwise comparison ``lhs <direction> rhs`` giving bool; complex operands take EQ and NE only.
 
         Parameters
         ----------
-        lhs, rhs : Tensor or TensorView
+        lhs, rhs : Tensor, TensorView or scalar
             Device operands of this session with one dtype and one shape; a rank-0
-            operand broadcasts.
+            operand broadcasts. One of them may be a scalar (a Python or numpy bool,
+            int, float or complex): it is passed to the kernel by value and takes the
+            other's dtype, which it must fit (docs/dtypes.md).
         direction : CompareDir
             EQ, NE, LT, LE, GT or GE (or its name).
         out : Tensor or TensorView
@@ -3283,7 +3492,8 @@ class SessionOps:
         Raises
         ------
         ValidationError
-            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap), a scalar that does
+            not fit its dtype, no tensor operand (or no tensor branch of a select).
         UnsupportedDTypeError
             The operation is not defined for the dtype.
         RuntimeStateError
@@ -3291,14 +3501,16 @@ class SessionOps:
         """
         ...
 
-    def compare_read_into(self, lhs: Tensor | TensorView, rhs: Tensor | TensorView, direction: CompareDir | str, out: Tensor | TensorView) -> None:
+    def compare_read_into(self, lhs: Tensor | TensorView | Scalar, rhs: Tensor | TensorView | Scalar, direction: CompareDir | str, out: Tensor | TensorView) -> None:
         """Elementwise comparison ``lhs <direction> rhs`` giving bool; complex operands take EQ and NE only.
 
         Parameters
         ----------
-        lhs, rhs : Tensor or TensorView
+        lhs, rhs : Tensor, TensorView or scalar
             Device operands of this session with one dtype and one shape; a rank-0
-            operand broadcasts.
+            operand broadcasts. One of them may be a scalar (a Python or numpy bool,
+            int, float or complex): it is passed to the kernel by value and takes the
+            other's dtype, which it must fit (docs/dtypes.md).
         direction : CompareDir
             EQ, NE, LT, LE, GT or GE (or its name).
         out : Tensor or TensorView
@@ -3314,7 +3526,8 @@ class SessionOps:
         Raises
         ------
         ValidationError
-            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap), a scalar that does
+            not fit its dtype, no tensor operand (or no tensor branch of a select).
         UnsupportedDTypeError
             The operation is not defined for the dtype.
         RuntimeStateError
@@ -3330,8 +3543,10 @@ class SessionOps:
         op : ElementwiseReadOp
             Any elementwise or analytic operation, e.g. ``ElementwiseReadOp.ADD`` or
             ``ElementwiseReadOp.compare(CompareDir.LT)``.
-        inputs : sequence of Tensor or TensorView
-            ``op.arity`` device operands of this session (same rules as the named ops).
+        inputs : sequence of Tensor, TensorView or scalar
+            ``op.arity`` operands (same rules as the named ops): device tensors or views of
+            this session, and for a binary or ternary ``op`` scalars (Python or numpy bool,
+            int, float or complex), passed by value in the dtype of their slot.
         out : Tensor or TensorView
             Caller-owned output of exactly the result's shape and dtype; it must not
             overlap an input, except as exactly the same view (in place).
@@ -3344,7 +3559,8 @@ class SessionOps:
         Raises
         ------
         ValidationError
-            Unknown op, wrong number of inputs, dtype/shape mismatch, bad ``out``.
+            Unknown op, wrong number of inputs, dtype/shape mismatch, bad ``out``, a scalar
+            that does not fit its dtype, no tensor operand.
         UnsupportedDTypeError
             ``op`` is not defined for the dtype.
         RuntimeStateError
@@ -3836,14 +4052,16 @@ class SessionOps:
         """
         ...
 
-    def pow(self, lhs: Tensor | TensorView, rhs: Tensor | TensorView) -> Tensor:
+    def pow(self, lhs: Tensor | TensorView | Scalar, rhs: Tensor | TensorView | Scalar) -> Tensor:
         """Elementwise ``lhs ** rhs``; integers by binary powering with wrapping (a negative exponent is a deferred error).
 
         Parameters
         ----------
-        lhs, rhs : Tensor or TensorView
+        lhs, rhs : Tensor, TensorView or scalar
             Device operands of this session with one dtype and one shape; a rank-0
-            operand broadcasts.
+            operand broadcasts. One of them may be a scalar (a Python or numpy bool,
+            int, float or complex): it is passed to the kernel by value and takes the
+            other's dtype, which it must fit (docs/dtypes.md).
 
         Returns
         -------
@@ -3853,7 +4071,8 @@ class SessionOps:
         Raises
         ------
         ValidationError
-            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap), a scalar that does
+            not fit its dtype, no tensor operand (or no tensor branch of a select).
         UnsupportedDTypeError
             The operation is not defined for the dtype.
         RuntimeStateError
@@ -3861,14 +4080,16 @@ class SessionOps:
         """
         ...
 
-    def pow_read(self, lhs: Tensor | TensorView, rhs: Tensor | TensorView) -> Tensor:
+    def pow_read(self, lhs: Tensor | TensorView | Scalar, rhs: Tensor | TensorView | Scalar) -> Tensor:
         """Elementwise ``lhs ** rhs``; integers by binary powering with wrapping (a negative exponent is a deferred error).
 
         Parameters
         ----------
-        lhs, rhs : Tensor or TensorView
+        lhs, rhs : Tensor, TensorView or scalar
             Device operands of this session with one dtype and one shape; a rank-0
-            operand broadcasts.
+            operand broadcasts. One of them may be a scalar (a Python or numpy bool,
+            int, float or complex): it is passed to the kernel by value and takes the
+            other's dtype, which it must fit (docs/dtypes.md).
 
         Returns
         -------
@@ -3878,7 +4099,8 @@ class SessionOps:
         Raises
         ------
         ValidationError
-            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap), a scalar that does
+            not fit its dtype, no tensor operand (or no tensor branch of a select).
         UnsupportedDTypeError
             The operation is not defined for the dtype.
         RuntimeStateError
@@ -4094,14 +4316,16 @@ class SessionOps:
         """
         ...
 
-    def atan2(self, lhs: Tensor | TensorView, rhs: Tensor | TensorView) -> Tensor:
+    def atan2(self, lhs: Tensor | TensorView | Scalar, rhs: Tensor | TensorView | Scalar) -> Tensor:
         """Elementwise ``atan2(lhs, rhs)``: the angle of the point ``(rhs, lhs)`` (complex: ``-i log((rhs + i lhs) / sqrt(rhs**2 + lhs**2))``).
 
         Parameters
         ----------
-        lhs, rhs : Tensor or TensorView
+        lhs, rhs : Tensor, TensorView or scalar
             Device operands of this session with one dtype and one shape; a rank-0
-            operand broadcasts.
+            operand broadcasts. One of them may be a scalar (a Python or numpy bool,
+            int, float or complex): it is passed to the kernel by value and takes the
+            other's dtype, which it must fit (docs/dtypes.md).
 
         Returns
         -------
@@ -4111,7 +4335,8 @@ class SessionOps:
         Raises
         ------
         ValidationError
-            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap), a scalar that does
+            not fit its dtype, no tensor operand (or no tensor branch of a select).
         UnsupportedDTypeError
             The operation is not defined for the dtype.
         RuntimeStateError
@@ -4119,14 +4344,16 @@ class SessionOps:
         """
         ...
 
-    def atan2_read(self, lhs: Tensor | TensorView, rhs: Tensor | TensorView) -> Tensor:
+    def atan2_read(self, lhs: Tensor | TensorView | Scalar, rhs: Tensor | TensorView | Scalar) -> Tensor:
         """Elementwise ``atan2(lhs, rhs)``: the angle of the point ``(rhs, lhs)`` (complex: ``-i log((rhs + i lhs) / sqrt(rhs**2 + lhs**2))``).
 
         Parameters
         ----------
-        lhs, rhs : Tensor or TensorView
+        lhs, rhs : Tensor, TensorView or scalar
             Device operands of this session with one dtype and one shape; a rank-0
-            operand broadcasts.
+            operand broadcasts. One of them may be a scalar (a Python or numpy bool,
+            int, float or complex): it is passed to the kernel by value and takes the
+            other's dtype, which it must fit (docs/dtypes.md).
 
         Returns
         -------
@@ -4136,7 +4363,8 @@ class SessionOps:
         Raises
         ------
         ValidationError
-            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap), a scalar that does
+            not fit its dtype, no tensor operand (or no tensor branch of a select).
         UnsupportedDTypeError
             The operation is not defined for the dtype.
         RuntimeStateError
@@ -4144,14 +4372,16 @@ class SessionOps:
         """
         ...
 
-    def atan2_into(self, lhs: Tensor | TensorView, rhs: Tensor | TensorView, out: Tensor | TensorView) -> None:
+    def atan2_into(self, lhs: Tensor | TensorView | Scalar, rhs: Tensor | TensorView | Scalar, out: Tensor | TensorView) -> None:
         """Elementwise ``atan2(lhs, rhs)``: the angle of the point ``(rhs, lhs)`` (complex: ``-i log((rhs + i lhs) / sqrt(rhs**2 + lhs**2))``).
 
         Parameters
         ----------
-        lhs, rhs : Tensor or TensorView
+        lhs, rhs : Tensor, TensorView or scalar
             Device operands of this session with one dtype and one shape; a rank-0
-            operand broadcasts.
+            operand broadcasts. One of them may be a scalar (a Python or numpy bool,
+            int, float or complex): it is passed to the kernel by value and takes the
+            other's dtype, which it must fit (docs/dtypes.md).
         out : Tensor or TensorView
             Caller-owned output of exactly the result's shape and dtype; every
             element is overwritten. It must not overlap an input, except that it may be
@@ -4165,7 +4395,8 @@ class SessionOps:
         Raises
         ------
         ValidationError
-            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap), a scalar that does
+            not fit its dtype, no tensor operand (or no tensor branch of a select).
         UnsupportedDTypeError
             The operation is not defined for the dtype.
         RuntimeStateError
@@ -4173,14 +4404,16 @@ class SessionOps:
         """
         ...
 
-    def atan2_read_into(self, lhs: Tensor | TensorView, rhs: Tensor | TensorView, out: Tensor | TensorView) -> None:
+    def atan2_read_into(self, lhs: Tensor | TensorView | Scalar, rhs: Tensor | TensorView | Scalar, out: Tensor | TensorView) -> None:
         """Elementwise ``atan2(lhs, rhs)``: the angle of the point ``(rhs, lhs)`` (complex: ``-i log((rhs + i lhs) / sqrt(rhs**2 + lhs**2))``).
 
         Parameters
         ----------
-        lhs, rhs : Tensor or TensorView
+        lhs, rhs : Tensor, TensorView or scalar
             Device operands of this session with one dtype and one shape; a rank-0
-            operand broadcasts.
+            operand broadcasts. One of them may be a scalar (a Python or numpy bool,
+            int, float or complex): it is passed to the kernel by value and takes the
+            other's dtype, which it must fit (docs/dtypes.md).
         out : Tensor or TensorView
             Caller-owned output of exactly the result's shape and dtype; every
             element is overwritten. It must not overlap an input, except that it may be
@@ -4194,7 +4427,8 @@ class SessionOps:
         Raises
         ------
         ValidationError
-            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap).
+            Dtype or shape mismatch, a bad ``out`` (shape, dtype, overlap), a scalar that does
+            not fit its dtype, no tensor operand (or no tensor branch of a select).
         UnsupportedDTypeError
             The operation is not defined for the dtype.
         RuntimeStateError

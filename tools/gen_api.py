@@ -42,6 +42,12 @@ exactly the same view (in place: `add_into(x, y, x)`). `help(CudaExecSession.add
 each method's full docstring; `_session_ops.pyi` declares them for IDEs and mypy.
 Copying or pickling the session, or anything it lends, raises `TypeError`.
 
+Scalars. An operand typed `Scalar` -- of the binary and ternary elementwise ops -- may be a
+Python or numpy `bool`, `int`, `float` or `complex` instead of a tensor: it is passed to
+the kernel by value (no upload, no allocation) and takes the dtype of the tensor operands,
+which it must fit ([dtypes.md](dtypes.md#scalar-operands)); at least one operand is a
+tensor.
+
 Tensors. Device tensors export `__dlpack__`, `__dlpack_device__` and
 `__cuda_array_interface__` ([interop.md](interop.md)); a host tensor (`Tensor.from_numpy`,
 `download_to_host`) converts with `np.asarray(t)` (`__array__`), a device tensor refuses

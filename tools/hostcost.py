@@ -4,7 +4,8 @@
 
 The pieces of ``add`` on 1,024 float32: the context check an op makes, a recycled
 allocation and its release, a bare pre-packed ``cuLaunchKernel`` (what every launch
-costs at least), and the whole ``add`` and ``add_into`` calls.
+costs at least), and the whole ``add`` and ``add_into`` calls, with a tensor and with a
+Python float scalar as ``rhs`` (the scalar's conversion to its bits measured alone).
 """
 
 from __future__ import annotations
@@ -43,6 +44,8 @@ def main() -> None:
         out = s.upload_host_tensor(np.ones(1024, np.float32))
         s.add(x, y)
         s.add_into(x, y, out)
+        s.add(x, 1.0)
+        s.add_into(x, 1.0, out)
         ctx = s._ctx
         stream, home = ctx.stream, ctx.home
         fn = s._rt.function("copy", "tf::fill<tf::u32>")
@@ -60,6 +63,8 @@ def main() -> None:
             ("add impl without the facade", lambda: impl(ctx, x, y)),
             ("fast.binary alone", lambda: fast.binary(p, x, y)),
             ("fast.binary into (no alloc)", lambda: fast.binary(p, x, y, out)),
+            ("fast.scalar into (no alloc)", lambda: fast.scalar(p, x, 1.0, 1, out)),
+            ("scalar 1.0 to float32 bits", lambda: p.bits(1.0)),
             ("PreparedLaunch.run alone", lambda: contig.run(1, out.data_ptr(), x.data_ptr(),
                                                             y.data_ptr(), 0, 1024, 8)),
             ("recycled 4 KiB alloc + release", lambda: home.alloc(4096)),
@@ -67,6 +72,8 @@ def main() -> None:
              lambda: d.cuLaunchKernel(fn, 1, 1, 1, 32, 1, 1, 0, stream, params, 0)),
             ("add_into, 1024 f32 (no sync)", lambda: s.add_into(x, y, out)),
             ("add, 1024 f32 (no sync)", lambda: s.add(x, y)),
+            ("add_into x + 1.0 (no sync)", lambda: s.add_into(x, 1.0, out)),
+            ("add x + 1.0 (no sync)", lambda: s.add(x, 1.0)),
         ]
         for name, fn_ in rows:
             print(f"{name:38} {per_call(fn_):6.2f} us")

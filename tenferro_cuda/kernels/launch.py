@@ -6,9 +6,12 @@ parameter block laid out once from the kernel's argument codes (``kernels/args.p
 *head* of parameters written per call with one ``struct.pack_into``, and a *tail* of
 constants (the error word, error codes) written once. ``run(gx, *head)`` and
 ``run3(grid, *head)`` write the head and launch; a failed launch raises the typed error
-naming the op. ``cuLaunchKernel`` copies the parameters when it is called, so a prepared
-launch can be refilled right after it returns; prepared launches belong to one execution
-context (one thread) and are never shared between threads.
+naming the op. ``put_tail(j, value)`` rewrites tail value ``j`` for the launches that
+follow: a word the head does not carry because it rarely changes (the high half of a
+complex128 scalar operand of an elementwise kernel). ``cuLaunchKernel`` copies the
+parameters when it is called, so a prepared launch can be refilled right after it returns;
+prepared launches belong to one execution context (one thread) and are never shared
+between threads.
 
 ``pointer_slots`` lists the head positions that hold device pointers (code ``P``): what a
 graph replay rebinds.
@@ -64,7 +67,7 @@ class PreparedLaunch(Authority):
     be copied or pickled: it launches on its context's stream."""
 
     __slots__ = ("fn", "codes", "stream", "bx", "by", "bz", "shared", "op", "nhead",
-                 "pointer_slots", "_head", "_shift", "_buf", "_ptrs", "_pack", "address")
+                 "pointer_slots", "_head", "_shift", "_buf", "_ptrs", "_pack", "_tail", "address")
 
     def __init__(self, fn: Any, codes: str, stream: Any, info: Any, *,
                  block: tuple[int, int, int] = (256, 1, 1), shared: int = 0,
@@ -95,8 +98,17 @@ class PreparedLaunch(Authority):
         self._head = struct.Struct("".join(head))
         # The head writer with its buffer and offset bound: one call per launch.
         self._pack = functools.partial(self._head.pack_into, self._buf, shift)
-        for off, fmt, value in zip(offsets[nhead:], fmts[nhead:], tail):
-            struct.pack_into("<" + fmt, self._buf, shift + off, value)
+        # One writer per tail value, its buffer and offset bound (put_tail is one call).
+        self._tail = tuple(functools.partial(struct.Struct("<" + fmt).pack_into, self._buf,
+                                             shift + off)
+                           for off, fmt in zip(offsets[nhead:], fmts[nhead:]))
+        for j, value in enumerate(tail):
+            self._tail[j](value)
+
+    def put_tail(self, j: int, value: Any) -> None:
+        """Write tail value ``j`` (the ``j``-th parameter after the head) for the launches
+        that follow; launches already made copied theirs."""
+        self._tail[j](value)
 
     def run(self, gx: int, *head: Any) -> None:
         """Write the head parameters and launch a grid of (gx, 1, 1) blocks."""

@@ -10,7 +10,12 @@ call and returns the result's shape and dtype; it raises before anything is allo
   rank-0 with ``complex64``), which is promoted;
 - a dtype the operation does not define (bool arithmetic, complex ordering, analytic
   functions of integers, a non-bool select predicate) -> ``UnsupportedDTypeError``;
-- operand shapes that are neither equal nor rank 0 -> ``ValidationError`` (shape_mismatch).
+- operand shapes that are neither equal nor rank 0 -> ``ValidationError`` (shape_mismatch);
+- scalar operands (binary and ternary ops; a None dtype and shape ``()`` here) take the
+  dtype of their slot -- the tensor operands' dtype, bool for the select predicate -- so at
+  least one operand, and one of ``select``'s branches, must be a tensor
+  (``ValidationError``, invalid_argument); whether the value fits is
+  ``shapes/scalars.py``'s rule.
 
 The table here is also the kernel registry's list of instantiations
 (``kernels/families/elementwise.py``), so what validates is exactly what is compiled.
@@ -175,37 +180,48 @@ class Inferred(NamedTuple):
     promote: tuple[bool, ...]  # per input: a real rank-0 operand to promote to complex
 
 
-def _primary(kind: Kind, dtypes: Sequence[DType], shapes: Sequence[Sequence[int]],
+def _primary(kind: Kind, dtypes: Sequence[DType | None], shapes: Sequence[Sequence[int]],
              op: str) -> tuple[DType, tuple[bool, ...]]:
     none = (False,) * len(dtypes)
     if kind.name == "select":
-        if dtypes[0] is not DType.BOOL:
+        if dtypes[0] is not None and dtypes[0] is not DType.BOOL:
             raise UnsupportedDTypeError(f"the select predicate must be bool (got "
                                         f"{dtypes[0].value})", op=op)
-        if dtypes[1] is not dtypes[2]:
-            raise ValidationError(f"dtype mismatch: on_true is {dtypes[1].value}, on_false "
-                                  f"is {dtypes[2].value}", op=op, kind="dtype_mismatch")
-        return dtypes[1], none
-    first = dtypes[0]
-    if all(d is first for d in dtypes):
+        on_true, on_false = dtypes[1], dtypes[2]
+        if on_true is None or on_false is None:
+            if on_true is on_false:
+                raise ValidationError("on_true and on_false are both scalars: one of them "
+                                      "must be a tensor, whose dtype the other takes", op=op)
+            return on_true or on_false, none  # type: ignore[return-value]
+        if on_true is not on_false:
+            raise ValidationError(f"dtype mismatch: on_true is {on_true.value}, on_false "
+                                  f"is {on_false.value}", op=op, kind="dtype_mismatch")
+        return on_true, none
+    tensors = [(d, s) for d, s in zip(dtypes, shapes) if d is not None]
+    if not tensors:
+        raise ValidationError(f"every operand of {kind.name} is a scalar: at least one must "
+                              "be a tensor (it fixes the result's shape and dtype)", op=op)
+    first = tensors[0][0]
+    if all(d is first for d, _ in tensors):
         return first, none
-    complexes = {d for d in dtypes if d.is_complex}
-    if kind.promote and len(complexes) == 1:
+    complexes = {d for d, _ in tensors if d.is_complex}
+    if kind.promote and len(complexes) == 1 and len(tensors) == len(dtypes):
         target = complexes.pop()
         promote = tuple(d is not target for d in dtypes)
         if all(d is target.real and len(s) == 0
                for d, s, p in zip(dtypes, shapes, promote) if p):
             return target, promote
-    names = ", ".join(d.value for d in dtypes)
+    names = ", ".join(d.value for d, _ in tensors)
     hint = (" (a real operand mixes with its complex counterpart only as a rank-0 scalar)"
             if kind.promote else "")
     raise ValidationError(f"dtype mismatch: {names}; no implicit promotion, use convert or "
                           f"cast{hint}", op=op, kind="dtype_mismatch")
 
 
-def infer(kind: Kind, dtypes: Sequence[DType], shapes: Sequence[Sequence[int]],
+def infer(kind: Kind, dtypes: Sequence[DType | None], shapes: Sequence[Sequence[int]],
           op: str) -> Inferred:
-    """Validate operand dtypes and shapes for ``kind``; the result's shape and dtype."""
+    """Validate operand dtypes and shapes for ``kind``; the result's shape and dtype. A
+    None dtype is a scalar operand (shape ``()``): it takes its slot's dtype."""
     if len(dtypes) != kind.arity:
         raise ValidationError(f"{kind.name} takes {kind.arity} input(s) (got {len(dtypes)})",
                               op=op)

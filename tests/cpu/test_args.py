@@ -204,3 +204,34 @@ def test_layout_slot_in_pack_holds_layout():
     assert ctypes.string_at(ptr, LAYOUT_SIZE) == lay
     assert ctypes.c_int64.from_address(ptr + 128).value == 3
     assert ctypes.c_int32.from_address(ptr + 136).value == 2
+
+
+def test_prepared_launch_tail_words(monkeypatch):
+    """``PreparedLaunch.put_tail`` rewrites one tail value for the launches that follow;
+    the head written by ``run`` and the other tail values stay as they were."""
+    from types import SimpleNamespace
+
+    from tenferro_cuda.kernels import launch as launch_mod
+
+    seen = []
+
+    def fake_launch(fn, gx, gy, gz, bx, by, bz, shared, stream, params, extra):
+        arr = ctypes.cast(params, ctypes.POINTER(ctypes.c_void_p))
+        seen.append([_read(t, arr[k]) for k, t in enumerate(_tokens("PPIiPiQQQ"))])
+        return (0,)
+
+    monkeypatch.setattr(launch_mod, "_launch", fake_launch)
+    info = SimpleNamespace(max_threads_per_block=1024, max_block_dims=(1024, 1024, 64),
+                           max_grid_dims=(2**31 - 1, 65535, 65535),
+                           max_shared_per_block=48 << 10)
+    pl = launch_mod.PreparedLaunch("fn", "PPIiPiQQQ", None, info, tail=(77, 5, 0, 0, 0))
+    pl.run(1, 10, 20, 3, 4)
+    pl.put_tail(3, 2**64 - 1)
+    pl.run(1, 11, 21, 5, 6)
+    pl.put_tail(3, 0)
+    pl.put_tail(4, 9)
+    pl.run(1, 12, 22, 7, 8)
+    assert seen == [[10, 20, 3, 4, 77, 5, 0, 0, 0], [11, 21, 5, 6, 77, 5, 0, 2**64 - 1, 0],
+                    [12, 22, 7, 8, 77, 5, 0, 0, 9]]
+    with pytest.raises(IndexError):
+        pl.put_tail(5, 1)

@@ -41,7 +41,8 @@ def test_api_page_lists_every_public_method_with_a_summary():
               and callable(getattr(CudaExecSession, n))}
     assert public <= set(entries), sorted(public - set(entries))
     assert all(entries[n].strip() for n in public)
-    assert "`add(lhs: Tensor | TensorView, rhs: Tensor | TensorView) -> Tensor`" in text
+    assert "`add(lhs: Tensor | TensorView | Scalar, rhs: Tensor | TensorView | Scalar) -> " \
+           "Tensor`" in text
     assert "`iota(dtype: DType | str, shape: int | Sequence[int], dimension: int) -> " \
            "Tensor`" in text
 

@@ -7,8 +7,10 @@ expression, the library's own prepared launches pack the parameters, and each la
 decoded from the packed block **parameter by parameter at the sizes of the kernel's C++
 signature** (ptx/elementwise.cu, ptx/cast.cu) and executed with the numpy reference. So the
 host logic (fast paths, plans, layouts, flags, alignment claims, grids, shared memory,
-chunking, error words) runs for real without a GPU, and every access is bounds-checked
-against its allocation.
+chunking, error words, scalar operands by value) runs for real without a GPU, and every
+access is bounds-checked against its allocation. A by-value operand (flag bit 16 << k) is
+decoded as the kernel reads it: the value's bytes 0-7 from its pointer slot, bytes 8-15
+from the word ``ha``/``hb``/``hc``; the bits above its size must be 0.
 """
 
 from __future__ import annotations
@@ -36,8 +38,9 @@ from tenferro_cuda.shapes.elementwise import CAST_KINDS, KINDS
 from tenferro_cuda.tensor import Tensor
 
 LAYOUT = struct.Struct("<8q8qqii")
-SIGS = {"contig": "PPPPIiPi", "strided": "PLPLPLPLIiPi", "bcast": "PLPLPLPLIiPi"}
-SIZES = {"P": 8, "I": 4, "i": 4, "L": LAYOUT.size}
+SIGS = {"contig": "PPPPIiPiQQQ", "strided": "PLPLPLPLIiPiQQQ", "bcast": "PLPLPLPLIiPiQQQ"}
+SIZES = {"P": 8, "Q": 8, "I": 4, "i": 4, "L": LAYOUT.size}
+VALUE = 16  # TF_EW_VALUE
 FUNCTORS = {k.functor: k for k in (*KINDS.values(), *CAST_KINDS.values())}
 CTYPES = {d.ctype: d for d in ALL_DTYPES}
 EXPR = re.compile(r"tf::(\w+)_(contig|strided|bcast)<(.+), ([^,]+)>$")
@@ -144,12 +147,17 @@ class Device:
                 ndim = vals[17]  # shape[8], stride[8], offset, ndim, pad
                 args.append((vals[:ndim], vals[8: 8 + ndim], vals[16], ndim))
             else:
-                args.append(struct.unpack({"P": "<Q", "I": "<I", "i": "<i"}[code], raw)[0])
+                args.append(struct.unpack({"P": "<Q", "Q": "<Q", "I": "<I", "i": "<i"}[code],
+                                          raw)[0])
+        args, self.hi = args[:-3], args[-3:]
         self.launches.append((path, tuple(grid), tuple(block), smem, args))
         assert all(g >= 1 for g in grid) and block == (256, 1, 1)
         reason = kind.error_reason(primary)
         err, code = args[-2], args[-1]
         assert (err != 0) == bool(reason) and (err == 0 or err == self.state.err_word.ptr)
+        by_value = (args[5] if path == "contig" else args[9]) >> 4 & 7
+        assert by_value < (1 << kind.arity) and (kind.arity > 1 or not by_value), \
+            "by-value bit of a unary op or an unused slot"
         if path == "contig":
             self._contig(kind, primary, grid, smem, args)
         elif path == "bcast":
@@ -161,6 +169,14 @@ class Device:
         if kind.family == "cast":
             return cast_ref(values[0], kind.to.numpy), False
         return REF[kind.key](*values)
+
+    def _value(self, kind, flags, k, slot, dtype):
+        """Operand k's value if it is passed by value (flag bit), else None."""
+        if not flags & (VALUE << k):
+            return None
+        raw = slot | self.hi[k] << 64
+        assert raw >> (8 * dtype.itemsize) == 0, "by-value bits beyond the dtype's size"
+        return np.frombuffer(raw.to_bytes(16, "little")[:dtype.itemsize], dtype.numpy)[0]
 
     def _raise(self, err, code):
         arr, i = self.mem.array(err, DType.INT32)
@@ -174,6 +190,10 @@ class Device:
         outd = kind.out_dtype(primary)
         vals = []
         for k, (p, d) in enumerate(zip((a, b, c), dts)):
+            value = self._value(kind, flags, k, p, d)
+            if value is not None:
+                vals.append(np.full(n, value, d.numpy))
+                continue
             arr, i = self.mem.array(p, d)
             if flags & (1 << k):
                 vals.append(np.repeat(arr[i: i + 1].copy(), n))
@@ -201,7 +221,8 @@ class Device:
         items = [d.itemsize for d in dts]
         vec = 16 // max(items)
         shape = lays[0][0]
-        assert len(shape) == 3 and all(ndim == 3 for *_, ndim in lays) and flags in (0, 1)
+        assert len(shape) == 3 and all(ndim == 3 for *_, ndim in lays)
+        assert flags & ~(7 * VALUE) in (0, 1)
         assert lays[0][1][2] == 1 and all(st[2] in (0, 1) for _, st, _, _ in lays[1:])
         assert grid == (-(-n // (256 * 2 * vec)), 1, 1) and smem == 0
         if flags & 1:
@@ -210,24 +231,27 @@ class Device:
                 if st[2]:
                     assert (ptr + off * item) % (item * vec) == 0, "misaligned vector row"
                     assert all(e == 1 or s % vec == 0 for e, s in zip(shape[:2], st[:2]))
-        self._strided(kind, primary, (1, 1, 1), 0, [*args[:9], 0, *args[10:]])
+        self._strided(kind, primary, (1, 1, 1), 0, [*args[:9], flags & 7 * VALUE, *args[10:]])
 
     def _strided(self, kind, primary, grid, smem, args):
         lays = [args[1], args[3], args[5], args[7]]
         ptrs = [args[0], args[2], args[4], args[6]]
         n, mode, err, code = args[8:]
         shape = lays[0][0]
+        dts = (kind.out_dtype(primary), *operand_dtypes(kind, primary))
+        values = [self._value(kind, mode, k, ptrs[k + 1], dts[k + 1])
+                  for k in range(kind.arity)]
         if mode & 1:
             assert len(shape) == 3 and grid == (-(-shape[2] // 32), -(-shape[1] // 32), shape[0])
             staged = [k for k in range(3) if mode & (2 << k)]
-            dts = operand_dtypes(kind, primary)
-            assert staged and smem == sum(tile_bytes(dts[k].itemsize) for k in staged)
+            assert staged and smem == sum(tile_bytes(dts[k + 1].itemsize) for k in staged)
             for k in staged:
                 st = lays[k + 1][1]
                 assert 0 < abs(st[1]) < abs(st[2]), "staged input is not column-major"
+                assert values[k] is None, "a by-value operand is staged"
         else:
             assert grid[1] == grid[2] == 1 and smem == 0 and n == int(np.prod(shape))
-        dts = (kind.out_dtype(primary), *operand_dtypes(kind, primary))
+            assert mode & ~(7 * VALUE) == 0
         offs = []
         for lshape, lstrides, loff, ndim in lays[: 1 + kind.arity]:
             assert lshape == shape and ndim == len(shape)
@@ -236,7 +260,11 @@ class Device:
                 idx = idx + (np.arange(shape[d]) * st).reshape([-1 if e == d else 1
                                                                 for e in range(len(shape))])
             offs.append(idx.reshape(-1))
-        arrays = [self.mem.array(p, d)[0] for p, d in zip(ptrs, dts)]
+        arrays = [np.array([v], dtype=d.numpy) if v is not None else self.mem.array(p, d)[0]
+                  for p, d, v in zip(ptrs, dts, [None, *values])]
+        for k, v in enumerate(values):
+            if v is not None:
+                offs[k + 1] = np.zeros_like(offs[0])  # read once, whatever its layout
         for k, (arr, off) in enumerate(zip(arrays, offs)):
             assert off.size == 0 or (off.min() >= 0 and off.max() < len(arr)), f"slot {k} OOB"
         assert len(np.unique(offs[0])) == offs[0].size, "output element written twice"

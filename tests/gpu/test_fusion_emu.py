@@ -39,9 +39,10 @@ from tenferro_cuda.shapes.elementwise import CAST_KINDS, KINDS
 from tenferro_cuda.tensor import Tensor
 
 LAYOUT = struct.Struct("<8q8qqii")
-SIZES = {"P": 8, "L": LAYOUT.size, "I": 4, "i": 4}
-UNPACK = {"P": "<Q", "I": "<I", "i": "<i"}
-EW_CODES = {"contig": "PPPPIiPi", "strided": "PLPLPLPLIiPi", "bcast": "PLPLPLPLIiPi"}
+SIZES = {"P": 8, "Q": 8, "L": LAYOUT.size, "I": 4, "i": 4}
+UNPACK = {"P": "<Q", "Q": "<Q", "I": "<I", "i": "<i"}
+EW_CODES = {"contig": "PPPPIiPiQQQ", "strided": "PLPLPLPLIiPiQQQ",
+            "bcast": "PLPLPLPLIiPiQQQ"}
 FUNCTORS = {k.functor: k for k in (*KINDS.values(), *CAST_KINDS.values())}
 CTYPES = {d.ctype: d for d in ALL_DTYPES}
 EW_EXPR = re.compile(r"tf::(\w+)_(contig|strided|bcast)<(.+), ([^,]+)>$")
@@ -232,7 +233,9 @@ class Device:
     def launch(self, expr: str, grid, block, smem, params) -> None:
         _, path, functor, ctype = EW_EXPR.match(expr).groups()
         kind, primary = FUNCTORS[functor], CTYPES[ctype]
-        args = decode(EW_CODES[path], params)
+        args = decode(EW_CODES[path], params)[:-3]  # the by-value words: no scalars here
+        flags = args[5] if path == "contig" else args[9]
+        assert not flags & (7 << 4), "a by-value operand in an unfused launch of these tests"
         self.launches.append((path, tuple(grid), args))
         assert all(g >= 1 for g in grid) and block == (256, 1, 1)
         err, code = args[-2], args[-1]

@@ -106,6 +106,9 @@ class _Launch:
     def run3(self, grid, *head: Any) -> None:
         self.ctx.launcher(self.fn, tuple(grid), self.block, self.shared, head + self.tail)
 
+    def put_tail(self, j: int, value: Any) -> None:
+        self.tail = self.tail[:j] + (value,) + self.tail[j + 1:]
+
 
 class FakeContext:
     """An ExecContext look-alike over emulated memory and kernels."""

@@ -7,7 +7,7 @@
 //   for a, b, c; its value is read once per thread). Bit 3 selects the vector path: the
 //   host sets it only when every pointer is 16-byte aligned; then each thread moves
 //   16-byte vectors (VEC elements of the widest operand), UNROLL of them per grid-stride
-//   step, and the n % VEC tail is done element-wise. 
+//   step, and the n % VEC tail is done element-wise.
 // strided_body: runtime shapes and signed strides (tf::Layout, coalesced on the host),
 //   one division chain per element for all operands.
 // Index math is 32-bit: the host launches at most 2^31 - 1 elements per kernel and
@@ -17,7 +17,11 @@
 //   through shared memory (rows padded to 33: no bank conflicts), so that those inputs
 //   are read, and the output written, along their stride-1 axes. `mode` bit 0 selects
 //   it; bits 1-3 mark the inputs to stage; dynamic shared memory holds their tiles.
+// By-value operands (binary and ternary ops; every body): bits 4-6 of `flags` / `mode`
+//   mark scalar operands passed in the parameters (byvalue.cuh); such an operand is read
+//   once, like a broadcast operand, and its layout is ignored.
 #pragma once
+#include "byvalue.cuh"
 #include "layout.cuh"
 #include "ops.cuh"
 
@@ -75,17 +79,20 @@ __device__ __forceinline__ void contig_body(typename sig<Op, T>::R* __restrict__
                                             const typename sig<Op, T>::A* __restrict__ a,
                                             const typename sig<Op, T>::B* __restrict__ b,
                                             const typename sig<Op, T>::C* __restrict__ c,
-                                            I n, int flags, const Err& e) {
+                                            I n, int flags, const Err& e, const Words& hi) {
   typedef sig<Op, T> S;
   typedef typename S::A A;
   typedef typename S::B B;
   typedef typename S::C C;
   typedef typename S::R R;
   const int N = S::vec;
-  const bool sa = flags & 1, sb = (S::arity >= 2) && (flags & 2), sc = (S::arity >= 3) && (flags & 4);
-  A a0 = sa ? a[0] : A();
-  B b0 = sb ? b[0] : B();
-  C c0 = sc ? c[0] : C();
+  const bool va = by_value_at<S::arity>(flags, 0), vb = by_value_at<S::arity>(flags, 1),
+             vc = by_value_at<S::arity>(flags, 2);
+  const bool sa = (flags & 1) || va, sb = (S::arity >= 2) && ((flags & 2) || vb),
+             sc = (S::arity >= 3) && ((flags & 4) || vc);
+  A a0 = va ? by_value<A>(a, hi.w[0]) : sa ? a[0] : A();
+  B b0 = vb ? by_value<B>(b, hi.w[1]) : sb ? b[0] : B();
+  C c0 = vc ? by_value<C>(c, hi.w[2]) : sc ? c[0] : C();
   const I nthreads = (I)gridDim.x * blockDim.x;
   I done = 0;
   if (flags & 8) {
@@ -122,12 +129,12 @@ __device__ __forceinline__ void contig_body(typename sig<Op, T>::R* __restrict__
     done = nvec * N;
   }
   for (I i = done + (I)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += nthreads) {
-    A va = sa ? a0 : a[i];
-    B vb = B();
-    C vc = C();
-    if constexpr (S::arity >= 2) vb = sb ? b0 : b[i];
-    if constexpr (S::arity >= 3) vc = sc ? c0 : c[i];
-    out[i] = invoke<Op>(va, vb, vc, e);
+    A xa = sa ? a0 : a[i];
+    B xb = B();
+    C xc = C();
+    if constexpr (S::arity >= 2) xb = sb ? b0 : b[i];
+    if constexpr (S::arity >= 3) xc = sc ? c0 : c[i];
+    out[i] = invoke<Op>(xa, xb, xc, e);
   }
 }
 
@@ -163,17 +170,26 @@ __device__ __forceinline__ void strided_body(typename sig<Op, T>::R* __restrict_
                                              const typename sig<Op, T>::B* __restrict__ b,
                                              const Layout& lb,
                                              const typename sig<Op, T>::C* __restrict__ c,
-                                             const Layout& lc, I n, const Err& e) {
+                                             const Layout& lc, I n, int mode, const Err& e,
+                                             const Words& hi) {
   typedef sig<Op, T> S;
+  typedef typename S::A A;
+  typedef typename S::B B;
+  typedef typename S::C C;
+  const bool va = by_value_at<S::arity>(mode, 0), vb = by_value_at<S::arity>(mode, 1),
+             vc = by_value_at<S::arity>(mode, 2);
+  const A aval = va ? by_value<A>(a, hi.w[0]) : A();
+  const B bval = vb ? by_value<B>(b, hi.w[1]) : B();
+  const C cval = vc ? by_value<C>(c, hi.w[2]) : C();
   const I nthreads = (I)gridDim.x * blockDim.x;
   for (I i = (I)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += nthreads) {
     i64 oo, oa, ob, oc;
     offsets4<S::arity, I>(lo, la, lb, lc, i, oo, oa, ob, oc);
-    typename S::B vb = typename S::B();
-    typename S::C vc = typename S::C();
-    if constexpr (S::arity >= 2) vb = b[ob];
-    if constexpr (S::arity >= 3) vc = c[oc];
-    out[oo] = invoke<Op>(a[oa], vb, vc, e);
+    B xb = B();
+    C xc = C();
+    if constexpr (S::arity >= 2) xb = vb ? bval : b[ob];
+    if constexpr (S::arity >= 3) xc = vc ? cval : c[oc];
+    out[oo] = invoke<Op>(va ? aval : a[oa], xb, xc, e);
   }
 }
 
@@ -205,11 +221,17 @@ __device__ __forceinline__ void tiled_body(typename sig<Op, T>::R* __restrict__ 
                                            const typename sig<Op, T>::B* __restrict__ b,
                                            const Layout& lb,
                                            const typename sig<Op, T>::C* __restrict__ c,
-                                           const Layout& lc, int mode, const Err& e) {
+                                           const Layout& lc, int mode, const Err& e,
+                                           const Words& hi) {
   typedef sig<Op, T> S;
   typedef typename S::A A;
   typedef typename S::B B;
   typedef typename S::C C;
+  const bool va = by_value_at<S::arity>(mode, 0), vb = by_value_at<S::arity>(mode, 1),
+             vc = by_value_at<S::arity>(mode, 2);
+  const A aval = va ? by_value<A>(a, hi.w[0]) : A();
+  const B bval = vb ? by_value<B>(b, hi.w[1]) : B();
+  const C cval = vc ? by_value<C>(c, hi.w[2]) : C();
   extern __shared__ __align__(16) unsigned char tf_ew_smem[];
   const bool ta = mode & 2, tb = (S::arity >= 2) && (mode & 4), tc = (S::arity >= 3) && (mode & 8);
   A* sa = reinterpret_cast<A*>(tf_ew_smem);
@@ -236,12 +258,13 @@ __device__ __forceinline__ void tiled_body(typename sig<Op, T>::R* __restrict__ 
   for (u32 j = ty; j < TF_EW_TILE && r0 + j < rows; j += TF_EW_TILE_ROWS) {
     const i64 r = r0 + j;
     const u32 s = j * (TF_EW_TILE + 1) + tx;
-    A va = ta ? sa[s] : a[ba + r * la.stride[1] + ca];
-    B vb = B();
-    C vc = C();
-    if constexpr (S::arity >= 2) vb = tb ? sb[s] : b[bb + r * lb.stride[1] + cb];
-    if constexpr (S::arity >= 3) vc = tc ? sc[s] : c[bc + r * lc.stride[1] + cc];
-    out[bo + r * lo.stride[1]] = invoke<Op>(va, vb, vc, e);
+    // A staged input is never by value (its strides are not 0).
+    A xa = ta ? sa[s] : va ? aval : a[ba + r * la.stride[1] + ca];
+    B xb = B();
+    C xc = C();
+    if constexpr (S::arity >= 2) xb = tb ? sb[s] : vb ? bval : b[bb + r * lb.stride[1] + cb];
+    if constexpr (S::arity >= 3) xc = tc ? sc[s] : vc ? cval : c[bc + r * lc.stride[1] + cc];
+    out[bo + r * lo.stride[1]] = invoke<Op>(xa, xb, xc, e);
   }
 }
 
@@ -252,7 +275,7 @@ __device__ __forceinline__ void tiled_body(typename sig<Op, T>::R* __restrict__ 
 //   selects 16-byte vectors (VEC elements of the widest operand, UNROLL per grid-stride
 //   step): the host sets it only when W is a multiple of VEC and every row of every
 //   unit-stride operand starts aligned to its vector; a stride-0 input is then read once
-//   per vector.
+//   per vector (and a by-value input is its value N times).
 // (i0, i1, i2) of element e; q == 0 stands for a leading extent of 1 (i0 = 0, no
 // second division: the padded rank-2 walks).
 __device__ __forceinline__ void bc_split(u32 e, u32 q, u32 w, i64& i0, i64& i1, i64& i2) {
@@ -272,10 +295,16 @@ __device__ __forceinline__ i64 bc_offset(const Layout& l, i64 i0, i64 i1, i64 i2
   return l.offset + i0 * l.stride[0] + i1 * l.stride[1] + i2 * l.stride[2];
 }
 
-// N elements of an input at (i0, i1, i2 .. i2 + N): one vector, or one value N times.
+// N elements of an input at (i0, i1, i2 .. i2 + N): one vector, or one value N times
+// (`value`: the operand is by value, x0).
 template <class X, int N>
 __device__ __forceinline__ void bc_load(X (&dst)[N], const X* p, const Layout& l, i64 i0,
-                                        i64 i1, i64 i2) {
+                                        i64 i1, i64 i2, bool value, X x0) {
+  if (value) {
+#pragma unroll
+    for (int k = 0; k < N; ++k) dst[k] = x0;
+    return;
+  }
   const i64 off = bc_offset(l, i0, i1, i2);
   if (l.stride[2]) {
     vload(dst, p + off);
@@ -294,12 +323,18 @@ __device__ __forceinline__ void bcast_body(typename sig<Op, T>::R* __restrict__ 
                                            const typename sig<Op, T>::B* __restrict__ b,
                                            const Layout& lb,
                                            const typename sig<Op, T>::C* __restrict__ c,
-                                           const Layout& lc, u32 n, int flags, const Err& e) {
+                                           const Layout& lc, u32 n, int flags, const Err& e,
+                                           const Words& hi) {
   typedef sig<Op, T> S;
   typedef typename S::A A;
   typedef typename S::B B;
   typedef typename S::C C;
   typedef typename S::R R;
+  const bool va = by_value_at<S::arity>(flags, 0), vb = by_value_at<S::arity>(flags, 1),
+             vc = by_value_at<S::arity>(flags, 2);
+  const A aval = va ? by_value<A>(a, hi.w[0]) : A();
+  const B bval = vb ? by_value<B>(b, hi.w[1]) : B();
+  const C cval = vc ? by_value<C>(c, hi.w[2]) : C();
   const u32 q = lo.shape[0] == 1 ? 0u : (u32)lo.shape[1], w = (u32)lo.shape[2];
   const u32 nthreads = gridDim.x * blockDim.x;
   if (flags & 1) {
@@ -318,9 +353,9 @@ __device__ __forceinline__ void bcast_body(typename sig<Op, T>::R* __restrict__ 
           i64 i0, i1, i2;
           bc_split(x * N, q, w, i0, i1, i2);
           oo[u] = bc_offset(lo, i0, i1, i2);
-          bc_load(ra[u], a, la, i0, i1, i2);
-          if constexpr (S::arity >= 2) bc_load(rb[u], b, lb, i0, i1, i2);
-          if constexpr (S::arity >= 3) bc_load(rc[u], c, lc, i0, i1, i2);
+          bc_load(ra[u], a, la, i0, i1, i2, va, aval);
+          if constexpr (S::arity >= 2) bc_load(rb[u], b, lb, i0, i1, i2, vb, bval);
+          if constexpr (S::arity >= 3) bc_load(rc[u], c, lc, i0, i1, i2, vc, cval);
         }
       }
 #pragma unroll
@@ -338,11 +373,12 @@ __device__ __forceinline__ void bcast_body(typename sig<Op, T>::R* __restrict__ 
   for (u32 i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += nthreads) {
     i64 i0, i1, i2;
     bc_split(i, q, w, i0, i1, i2);
-    B vb = B();
-    C vc = C();
-    if constexpr (S::arity >= 2) vb = b[bc_offset(lb, i0, i1, i2)];
-    if constexpr (S::arity >= 3) vc = c[bc_offset(lc, i0, i1, i2)];
-    out[bc_offset(lo, i0, i1, i2)] = invoke<Op>(a[bc_offset(la, i0, i1, i2)], vb, vc, e);
+    B xb = B();
+    C xc = C();
+    if constexpr (S::arity >= 2) xb = vb ? bval : b[bc_offset(lb, i0, i1, i2)];
+    if constexpr (S::arity >= 3) xc = vc ? cval : c[bc_offset(lc, i0, i1, i2)];
+    out[bc_offset(lo, i0, i1, i2)] = invoke<Op>(va ? aval : a[bc_offset(la, i0, i1, i2)], xb, xc,
+                                                e);
   }
 }
 

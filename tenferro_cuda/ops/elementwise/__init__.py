@@ -12,10 +12,13 @@ a caller-owned tensor or view of exactly the result's shape and dtype, which mus
 overlap an input -- except that it may be exactly the same view as an input of the
 result's dtype (in place: each element is read before it is written). Operands share one
 dtype and one shape; a rank-0 operand broadcasts; a real rank-0 operand may meet its
-complex counterpart in add/sub/mul/div (and pow). Semantics and the dtypes each op
-accepts: ``docs/dtypes.md`` and ``shapes/elementwise.py``; the device definitions:
-``ptx/include/tenferro/ops.cuh``. Every op only enqueues; integer division by zero is a
-deferred error raised by ``synchronize()``.
+complex counterpart in add/sub/mul/div (and pow). An operand of a binary or ternary op
+may be a scalar (a Python or numpy bool, int, float or complex; ``shapes/scalars.py``):
+passed to the kernel by value (no upload, no allocation), it takes the dtype of its slot
+and must fit it; at least one operand (and one branch of a select) is a tensor.
+Semantics and the dtypes each op accepts: ``docs/dtypes.md`` and ``shapes/elementwise.py``;
+the device definitions: ``ptx/include/tenferro/ops.cuh``. Every op only enqueues; integer
+division by zero is a deferred error raised by ``synchronize()``.
 
 ``METHODS`` lists (method name, function) pairs for the session facade.
 """
@@ -28,6 +31,7 @@ from ...configs.elementwise import CompareDir, ElementwiseReadOp
 from ...errors import ValidationError
 from ...exec.context import ExecContext
 from ...shapes.elementwise import KINDS, compare_kind, kind_of
+from ...shapes.scalars import Scalar
 from ...tensor import Tensor, TensorView, _Strided
 from . import engine
 from .cast import METHODS as CAST_METHODS
@@ -98,13 +102,14 @@ def _compare(form: str) -> tuple[str, Callable]:
     extra = "direction : CompareDir\n    EQ, NE, LT, LE, GT or GE (or its name)."
     doc = docstring(summary, 2, form, extra=extra)
     if into:
-        def compare_write(ctx: ExecContext, lhs: Tensor | TensorView, rhs: Tensor | TensorView,
-                          direction: CompareDir | str, out: Tensor | TensorView) -> None:
+        def compare_write(ctx: ExecContext, lhs: Tensor | TensorView | Scalar,
+                          rhs: Tensor | TensorView | Scalar, direction: CompareDir | str,
+                          out: Tensor | TensorView) -> None:
             resolve(direction)(ctx, lhs, rhs, out)
         fn: Callable = compare_write
     else:
-        def compare(ctx: ExecContext, lhs: Tensor | TensorView, rhs: Tensor | TensorView,
-                    direction: CompareDir | str) -> Tensor:
+        def compare(ctx: ExecContext, lhs: Tensor | TensorView | Scalar,
+                    rhs: Tensor | TensorView | Scalar, direction: CompareDir | str) -> Tensor:
             return resolve(direction)(ctx, lhs, rhs)
         fn = compare
     fn.__name__ = fn.__qualname__ = name
@@ -121,8 +126,10 @@ def elementwise_read_into(ctx: ExecContext, op: ElementwiseReadOp, inputs: Seque
     op : ElementwiseReadOp
         Any elementwise or analytic operation, e.g. ``ElementwiseReadOp.ADD`` or
         ``ElementwiseReadOp.compare(CompareDir.LT)``.
-    inputs : sequence of Tensor or TensorView
-        ``op.arity`` device operands of this session (same rules as the named ops).
+    inputs : sequence of Tensor, TensorView or scalar
+        ``op.arity`` operands (same rules as the named ops): device tensors or views of
+        this session, and for a binary or ternary ``op`` scalars (Python or numpy bool,
+        int, float or complex), passed by value in the dtype of their slot.
     out : Tensor or TensorView
         Caller-owned output of exactly the result's shape and dtype; it must not
         overlap an input, except as exactly the same view (in place).
@@ -135,7 +142,8 @@ def elementwise_read_into(ctx: ExecContext, op: ElementwiseReadOp, inputs: Seque
     Raises
     ------
     ValidationError
-        Unknown op, wrong number of inputs, dtype/shape mismatch, bad ``out``.
+        Unknown op, wrong number of inputs, dtype/shape mismatch, bad ``out``, a scalar
+        that does not fit its dtype, no tensor operand.
     UnsupportedDTypeError
         ``op`` is not defined for the dtype.
     RuntimeStateError

@@ -10,20 +10,27 @@ planning skipped for the one plan it covers (compact tensors of one shape), thro
 same ``Prep`` and the same prepared launch.
 
 Kernel signatures (ptx/elementwise.cu, ptx/cast.cu), three input slots each:
-  *_contig (out, a, b, c, u32 n, int flags, int* err, int code)      "PPPPIiPi"
-  *_strided(out, Lo, a, La, b, Lb, c, Lc, u32 n, int mode, int* err, int code)
-                                                                       "PLPLPLPLIiPi"
-  ew_bcast (out, Lo, a, La, b, Lb, c, Lc, u32 n, int flags, int* err, int code), the
-  broadcast-rows kernel (rank-3 layouts; flags bit 0: vectors)        "PLPLPLPLIiPi"
+  *_contig (out, a, b, c, u32 n, int flags, int* err, int code, u64 ha, hb, hc)
+                                                                       "PPPPIiPiQQQ"
+  *_strided(out, Lo, a, La, b, Lb, c, Lc, u32 n, int mode, int* err, int code, ha, hb, hc)
+                                                                       "PLPLPLPLIiPiQQQ"
+  ew_bcast (out, Lo, a, La, b, Lb, c, Lc, u32 n, int flags, int* err, int code, ha, hb, hc),
+  the broadcast-rows kernel (rank-3 layouts; flags bit 0: vectors)    "PLPLPLPLIiPiQQQ"
 The error word and code are the launches' constant tail. Only the elementwise family
 (elementwise and analytic kinds) has the broadcast-rows kernel; casts of such layouts
 take the strided kernel.
+
+Scalar operands (binary and ternary ops: ``shapes/scalars.py``) reach every kernel by
+value, never uploaded: operand ``k``'s bit ``VALUE << k`` in ``flags``/``mode``, the
+scalar's bytes 0-7 in its pointer slot (a ``Value``'s ``lo``), bytes 8-15 (a complex128:
+``hi``) in tail word ``2 + k`` (``ha hb hc``, written by ``PreparedLaunch.put_tail`` before
+the launch). The plan treats a scalar as a rank-0 operand (stride 0, read once).
 """
 
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ...dtypes import DType
 from ...errors import ValidationError
@@ -33,17 +40,20 @@ from ...exec.residency import resident
 from ...kernels.args import layout_bytes
 from ...shapes import elementwise as ew_shapes
 from ...shapes.elementwise import CAST_KINDS, Kind
+from ...shapes.scalars import bits, converter, is_scalar, not_an_operand
 from ...tensor import Tensor, _Strided, compact_strides
 from .layout import CHUNK, Plan, bcast_vectors, chunks, pad3, plan, tile_bytes, tiled_grid
 
 if TYPE_CHECKING:
     from ...memory import _Arena
 
-__all__ = ["Prep", "prep", "run", "resident_blocks", "operand_dtypes", "CONTIG_CODES",
-           "STRIDED_CODES"]
+__all__ = ["Prep", "prep", "run", "resident_blocks", "operand_dtypes", "Value", "CONTIG_CODES",
+           "STRIDED_CODES", "VALUE"]
 
-CONTIG_CODES = "PPPPIiPi"
-STRIDED_CODES = "PLPLPLPLIiPi"
+CONTIG_CODES = "PPPPIiPiQQQ"
+STRIDED_CODES = "PLPLPLPLIiPiQQQ"
+VALUE = 16  # TF_EW_VALUE in ewkernel.cuh: flag bit of operand 0 passed by value
+WORD = (1 << 64) - 1
 UNROLL = 2  # TF_EW_UNROLL in ewkernel.cuh
 MAX_GRID = (1 << 31) - 1
 SM_THREADS, SM_REGISTERS = 2048, 65536  # per multiprocessor on sm_80 and sm_90
@@ -65,7 +75,8 @@ class Prep:
     constants of the kernels (see the module docstring)."""
 
     __slots__ = ("kind", "name", "dtype", "out_dtype", "out_item", "item", "items",
-                 "contig", "strided", "bcast", "per_block", "cap", "home", "err", "code")
+                 "contig", "strided", "bcast", "per_block", "cap", "home", "err", "code",
+                 "tail", "bits")
     kind: Kind
     name: str
     dtype: DType  # the primary dtype
@@ -81,6 +92,15 @@ class Prep:
     home: _Arena  # the context's arena: residency identity and allocator
     err: int
     code: int
+    tail: tuple[int, ...]  # the launches' initial tail: err, code and three by-value words
+    bits: Any  # shapes.scalars.converter of the primary dtype (binary ops' scalar operands)
+
+
+class Value(NamedTuple):
+    """A scalar operand on its way to the kernel: its bytes 0-7 and 8-15 as ints."""
+
+    lo: int
+    hi: int
 
 
 def operand_dtypes(kind: Kind, primary: DType) -> tuple[DType, ...]:
@@ -115,8 +135,10 @@ def prep(ctx: ExecContext, kind: Kind, name: str, primary: DType) -> Prep:
     reason = kind.error_reason(primary)
     p.err = ctx.err_word.ptr if reason else 0
     p.code = ctx.error_code(name, reason) if reason else 0
+    p.tail = (p.err, p.code, 0, 0, 0)
+    p.bits = converter(primary)
     p.contig = ctx.prepare(("ew", kind.key, name, primary, "contig"), fn, CONTIG_CODES,
-                           tail=(p.err, p.code), op=name)
+                           tail=p.tail, op=name)
     p.strided = p.bcast = None
     preps[primary] = p
     return p
@@ -128,7 +150,7 @@ def _strided_launch(ctx: ExecContext, p: Prep) -> Any:
         entry = _ENTRIES[kind.family][1]
         fn = ctx.function(kind.family, f"tf::{entry}<{kind.functor}, {p.dtype.ctype}>")
         p.strided = ctx.prepare(("ew", kind.key, p.name, p.dtype, "strided"), fn,
-                                STRIDED_CODES, tail=(p.err, p.code), op=p.name)
+                                STRIDED_CODES, tail=p.tail, op=p.name)
     return p.strided
 
 
@@ -138,7 +160,7 @@ def _bcast_launch(ctx: ExecContext, p: Prep) -> Any:
         entry = _ENTRIES[kind.family][2]
         fn = ctx.function(kind.family, f"tf::{entry}<{kind.functor}, {p.dtype.ctype}>")
         p.bcast = ctx.prepare(("ew", kind.key, p.name, p.dtype, "bcast"), fn, STRIDED_CODES,
-                              tail=(p.err, p.code), op=p.name)
+                              tail=p.tail, op=p.name)
     return p.bcast
 
 
@@ -154,20 +176,26 @@ def run(ctx: ExecContext, kind: Kind, name: str, inputs, out=None) -> Tensor:
     if len(inputs) != kind.arity:
         raise ValidationError(f"{kind.name} takes {kind.arity} input(s) (got "
                               f"{len(inputs)})", op=name)
-    for x, role in zip(inputs, roles):
-        resident(ctx, x, name, role)
+    tensor = _operands(ctx, kind, name, inputs)
     if out is not None:
         resident(ctx, out, name, "out")
-    inf = ew_shapes.infer(kind, [x.dtype for x in inputs], [x.shape for x in inputs], name)
+    inf = ew_shapes.infer(kind, [x.dtype if t else None for x, t in zip(inputs, tensor)],
+                          [x.shape if t else () for x, t in zip(inputs, tensor)], name)
+    if not all(tensor):
+        dts = operand_dtypes(kind, inf.primary)
+        inputs = [x if t else _value(x, dt, name, role)
+                  for x, t, dt, role in zip(inputs, tensor, dts, roles)]
     if out is not None:
         ew_shapes.check_out_view(out.shape, out.strides, out.dtype, inf.shape, inf.dtype, name)
         check_distinct_elements(out, name)
-        check_output(out, inputs, roles, name, in_place=True)
+        check_output(out, [x for x, t in zip(inputs, tensor) if t],
+                     [r for r, t in zip(roles, tensor) if t], name, in_place=True)
     ndim = len(inf.shape)
     target = (out.strides, out.offset) if out is not None else (compact_strides(inf.shape), 0)
     walk = plan(inf.shape, target, [
-        (x.strides if len(x.shape) == ndim else None, 0 if promote else x.offset)
-        for x, promote in zip(inputs, inf.promote)], name, _ENTRIES[kind.family][2] is not None)
+        (x.strides if t and len(x.shape) == ndim else None, x.offset if t and not pr else 0)
+        for x, t, pr in zip(inputs, tensor, inf.promote)], name,
+        _ENTRIES[kind.family][2] is not None)
     if math.prod(inf.shape) == 0:  # validated: nothing to compile or launch
         return out if out is not None else ctx.alloc(inf.dtype, inf.shape, name)
     p = prep(ctx, kind, name, inf.primary)  # compiles on first use
@@ -189,12 +217,51 @@ def run(ctx: ExecContext, kind: Kind, name: str, inputs, out=None) -> Tensor:
     return out
 
 
+def _operands(ctx: ExecContext, kind: Kind, name: str, inputs) -> list[bool]:
+    """Per input: True for a tensor (its residency checked), False for a scalar (binary
+    and ternary ops only); anything else raises."""
+    tensor = []
+    for x, role in zip(inputs, kind.roles):
+        if isinstance(x, _Strided) or kind.arity == 1:
+            resident(ctx, x, name, role)
+            tensor.append(True)
+        elif is_scalar(x):
+            tensor.append(False)
+        else:
+            raise not_an_operand(x, name, role)
+    return tensor
+
+
+def _value(x: object, dtype: DType, name: str, role: str) -> Value:
+    """The scalar ``x`` as one element of ``dtype`` (ValidationError unless it fits)."""
+    b = bits(x, dtype, name, role)
+    return Value(b & WORD, b >> 64)
+
+
+def _slots(launch: Any, ptrs: list[int], inputs) -> int:
+    """Put each by-value operand's bytes 0-7 in its pointer slot (``ptrs[k]``) and bytes
+    8-15 in its tail word of ``launch``; the operands' flag bits."""
+    flags = 0
+    for k, x in enumerate(inputs):
+        if type(x) is Value:
+            ptrs[k] = x.lo
+            launch.put_tail(2 + k, x.hi)
+            flags |= VALUE << k
+    return flags
+
+
 def _promote(ctx: ExecContext, x: _Strided, target: DType, name: str) -> Tensor:
     """A rank-0 real operand as its complex counterpart (one-element cast kernel)."""
     p = prep(ctx, CAST_KINDS[target], name, x.dtype)
     tmp = ctx.alloc(target, (), name)
     p.contig.run(1, base_ptr(tmp), x.data_ptr(), 0, 0, 1, 0)
     return tmp
+
+
+def _pointers(inputs) -> list[int]:
+    """The base address of each tensor input (0 for a scalar), three slots."""
+    ptrs = [0 if type(x) is Value else base_ptr(x) for x in inputs]
+    return ptrs + [0] * (3 - len(ptrs))
 
 
 def _contig(p: Prep, walk: Plan, out: _Strided, inputs) -> None:
@@ -204,6 +271,8 @@ def _contig(p: Prep, walk: Plan, out: _Strided, inputs) -> None:
     flags = 0
     aligned = po
     for k, x in enumerate(inputs):
+        if type(x) is Value:
+            continue
         ptrs[k] = base_ptr(x) + walk.offsets[k + 1] * p.items[k]
         if walk.broadcast[k]:
             flags |= 1 << k
@@ -212,6 +281,7 @@ def _contig(p: Prep, walk: Plan, out: _Strided, inputs) -> None:
             aligned |= ptrs[k]
     if not aligned & 15:
         flags |= 8
+    flags |= _slots(p.contig, ptrs, inputs)
     n = walk.size
     for start in range(0, n, CHUNK):
         count = min(CHUNK, n - start)
@@ -221,9 +291,8 @@ def _contig(p: Prep, walk: Plan, out: _Strided, inputs) -> None:
 
 
 def _strided(ctx: ExecContext, p: Prep, walk: Plan, out: _Strided, inputs) -> None:
-    bases = [base_ptr(out)] + [base_ptr(x) for x in inputs]
+    po, ptrs = base_ptr(out), _pointers(inputs)
     launch = p.strided
-    bases += [0] * (4 - len(bases))
     if walk.tiled:
         lays = [layout_bytes(walk.shape, st, off)
                 for st, off in zip(walk.strides, walk.offsets)]
@@ -231,31 +300,34 @@ def _strided(ctx: ExecContext, p: Prep, walk: Plan, out: _Strided, inputs) -> No
         smem = sum(tile_bytes(item) for k, item in enumerate(p.items)
                    if walk.tiled & (2 << k))
         tiled = ctx.prepare(("ew", p.kind.key, p.name, p.dtype, "tiled", smem), launch.fn,
-                            STRIDED_CODES, shared=smem, tail=(p.err, p.code), op=p.name)
-        tiled.run3(tiled_grid(walk), bases[0], lays[0], bases[1], lays[1], bases[2], lays[2],
-                   bases[3], lays[3], 0, walk.tiled)
+                            STRIDED_CODES, shared=smem, tail=p.tail, op=p.name)
+        mode = walk.tiled | _slots(tiled, ptrs, inputs)
+        tiled.run3(tiled_grid(walk), po, lays[0], ptrs[0], lays[1], ptrs[1], lays[2],
+                   ptrs[2], lays[3], 0, mode)
         return
+    mode = _slots(launch, ptrs, inputs)
     for shape, strides, offsets in chunks(walk.shape, walk.strides, walk.offsets, CHUNK):
         lays = [layout_bytes(shape, st, off) for st, off in zip(strides, offsets)]
         lays += [_EMPTY_LAYOUT] * (4 - len(lays))
         n = math.prod(shape)
-        launch.run(ctx.grid(n), bases[0], lays[0], bases[1], lays[1], bases[2], lays[2],
-                   bases[3], lays[3], n, 0)
+        launch.run(ctx.grid(n), po, lays[0], ptrs[0], lays[1], ptrs[1], lays[2], ptrs[2],
+                   lays[3], n, mode)
 
 
 def _bcast(p: Prep, walk: Plan, out: _Strided, inputs) -> None:
-    bases = [base_ptr(out)] + [base_ptr(x) for x in inputs]
+    po, ptrs = base_ptr(out), _pointers(inputs)
     items = (p.out_item, *p.items)
     vec = 16 // max(items)
     launch = p.bcast
+    values = _slots(launch, ptrs, inputs)
     for piece, piece_strides, offsets in chunks(walk.shape, walk.strides, walk.offsets,
                                                 CHUNK):
         shape, strides = pad3(piece, piece_strides)
-        addresses = [b + off * item for b, off, item in zip(bases, offsets, items)]
-        flags = int(bcast_vectors(shape, strides, addresses, items, vec))
+        # (a by-value operand's stride is 0: bcast_vectors skips its address)
+        addresses = [b + off * item for b, off, item in zip([po, *ptrs], offsets, items)]
+        flags = int(bcast_vectors(shape, strides, addresses, items, vec)) | values
         lays = [layout_bytes(shape, st, off) for st, off in zip(strides, offsets)]
         lays += [_EMPTY_LAYOUT] * (4 - len(lays))
-        ptrs = bases + [0] * (4 - len(bases))
         n = math.prod(shape)
-        launch.run(min(-(-n // p.per_block), p.cap), ptrs[0], lays[0], ptrs[1], lays[1],
-                   ptrs[2], lays[2], ptrs[3], lays[3], n, flags)
+        launch.run(min(-(-n // p.per_block), p.cap), po, lays[0], ptrs[0], lays[1], ptrs[1],
+                   lays[2], ptrs[2], lays[3], n, flags)

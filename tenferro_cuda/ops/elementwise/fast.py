@@ -12,6 +12,12 @@ the general path plans one contiguous launch over the whole run; this writes tha
 head and launches it. Anything else returns None and the caller takes the general path,
 which validates everything and raises the typed errors. One function per arity, because
 the hot call must not loop over its operands.
+
+``scalar`` is the binary op with one operand a scalar (``shapes/scalars.py``) and the
+other such a ``Tensor``: the general path's plan is then the same contiguous launch with
+the scalar by value (its bits in its pointer slot, its flag bit ``VALUE << k``); the
+scalar is converted by the converter the general path uses (``Prep.bits``), and one that
+does not fit returns None, so that the general path raises the error.
 """
 
 from __future__ import annotations
@@ -20,10 +26,10 @@ import math
 
 from ...exec.aliasing import disjoint_or_same, read_only
 from ...tensor import Tensor
-from .engine import Prep
+from .engine import VALUE, WORD, Prep
 from .layout import CHUNK
 
-__all__ = ["unary", "binary"]
+__all__ = ["unary", "binary", "scalar"]
 
 _new = object.__new__
 _prod = math.prod
@@ -70,7 +76,9 @@ def unary(p: Prep, x: Tensor, out: object = None) -> Tensor | None:
 def binary(p: Prep, x: Tensor, y: object, out: object = None) -> Tensor | None:
     """``x (op) y`` through the kernel of ``p`` (``x.dtype`` is ``p.dtype``), or None."""
     shape = x.shape
-    if type(y) is not Tensor or y.dtype is not p.dtype or y.shape != shape:
+    if type(y) is not Tensor:
+        return scalar(p, x, y, 1, out)
+    if y.dtype is not p.dtype or y.shape != shape:
         return None
     bx, by = x.buffer, y.buffer
     home = p.home
@@ -97,4 +105,42 @@ def binary(p: Prep, x: Tensor, y: object, out: object = None) -> Tensor | None:
     blocks = (n + p.per_block - 1) // p.per_block
     p.contig.run(blocks if blocks < p.cap else p.cap, po, pa, pb, 0, n,
                  0 if (po | pa | pb) & 15 else 8)
+    return res
+
+
+def scalar(p: Prep, x: Tensor, value: object, k: int, out: object = None) -> Tensor | None:
+    """The binary op of ``p`` with operand ``k`` (0 or 1) the scalar ``value`` and the other
+    ``x`` (``x.dtype`` is ``p.dtype``), or None."""
+    b = p.bits(value)
+    if type(b) is not int:
+        return None  # not a scalar, or one that does not fit: the general path raises
+    bx = x.buffer
+    if bx is None or bx.home is not p.home:
+        return None
+    shape = x.shape
+    n = _prod(shape)
+    if not 0 < n < CHUNK:
+        return None
+    pa = bx.ptr
+    if out is None:
+        buf = p.home.alloc(n * p.out_item, p.name)
+        res = _new(Tensor)
+        res.dtype, res.shape, res.strides, res.offset, res.buffer, res.host = \
+            p.out_dtype, shape, x.strides, 0, buf, None
+        po = buf.ptr
+    else:
+        po = _target(p, out, shape)
+        if not po or not (disjoint_or_same(po, n * p.out_item, pa, n * p.item)
+                          and (po != pa or p.out_dtype is p.dtype)):
+            return None
+        res = out  # type: ignore[assignment]
+    if p.item == 16:  # complex128: bytes 8-15 in the tail word of slot k
+        p.contig.put_tail(2 + k, b >> 64)
+        b &= WORD
+    blocks = (n + p.per_block - 1) // p.per_block
+    flags = VALUE << k | (0 if (po | pa) & 15 else 8)
+    if k:
+        p.contig.run(blocks if blocks < p.cap else p.cap, po, pa, b, 0, n, flags)
+    else:
+        p.contig.run(blocks if blocks < p.cap else p.cap, po, b, pa, 0, n, flags)
     return res

@@ -5,8 +5,9 @@ numpy-style docstring (the session facade turns each into a method).
 A unary or binary function first tries the fast path (``fast.py``: the general path with
 its planning skipped, when the call is the one plan it covers and this (kind, method,
 dtype) was prepared by an earlier call), then the general path ``engine.run``, which
-validates everything and raises the typed errors. Ternary operations (select, clamp) take
-the general path.
+validates everything and raises the typed errors. A binary op whose ``lhs`` is a scalar
+tries the fast path of its ``rhs``'s dtype. Ternary operations (select, clamp) take the
+general path. Binary and ternary operands may be scalars (``shapes/scalars.py``).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 
 from ...exec.context import ExecContext
 from ...shapes.elementwise import Kind
+from ...shapes.scalars import Scalar
 from ...tensor import Tensor, TensorView
 from . import engine, fast
 
@@ -54,24 +56,35 @@ def _unary(kind: Kind, name: str, into: bool) -> Impl:
 def _binary(kind: Kind, name: str, into: bool) -> Impl:
     key = (kind.key, name)
 
-    def owned(ctx: ExecContext, lhs: Tensor | TensorView, rhs: Tensor | TensorView) -> Tensor:
-        if type(lhs) is Tensor:
-            preps = ctx.memo.get(key)
-            if preps is not None:
+    def owned(ctx: ExecContext, lhs: Tensor | TensorView | Scalar,
+              rhs: Tensor | TensorView | Scalar) -> Tensor:
+        preps = ctx.memo.get(key)
+        if preps is not None:
+            if type(lhs) is Tensor:
                 p = preps.get(lhs.dtype)
                 if p is not None:
                     res = fast.binary(p, lhs, rhs)
                     if res is not None:
                         return res
+            elif type(rhs) is Tensor:
+                p = preps.get(rhs.dtype)
+                if p is not None:
+                    res = fast.scalar(p, rhs, lhs, 0)
+                    if res is not None:
+                        return res
         return engine.run(ctx, kind, name, (lhs, rhs))
 
-    def write(ctx: ExecContext, lhs: Tensor | TensorView, rhs: Tensor | TensorView,
-              out: Tensor | TensorView) -> None:
-        if type(lhs) is Tensor:
-            preps = ctx.memo.get(key)
-            if preps is not None:
+    def write(ctx: ExecContext, lhs: Tensor | TensorView | Scalar,
+              rhs: Tensor | TensorView | Scalar, out: Tensor | TensorView) -> None:
+        preps = ctx.memo.get(key)
+        if preps is not None:
+            if type(lhs) is Tensor:
                 p = preps.get(lhs.dtype)
                 if p is not None and fast.binary(p, lhs, rhs, out) is not None:
+                    return
+            elif type(rhs) is Tensor:
+                p = preps.get(rhs.dtype)
+                if p is not None and fast.scalar(p, rhs, lhs, 0, out) is not None:
                     return
         engine.run(ctx, kind, name, (lhs, rhs), out)
 
@@ -81,24 +94,28 @@ def _binary(kind: Kind, name: str, into: bool) -> Impl:
 def _ternary(kind: Kind, name: str, into: bool) -> Impl:
     if kind.name == "select":
         if into:
-            def select_write(ctx: ExecContext, pred: Tensor | TensorView,
-                             on_true: Tensor | TensorView, on_false: Tensor | TensorView,
+            def select_write(ctx: ExecContext, pred: Tensor | TensorView | Scalar,
+                             on_true: Tensor | TensorView | Scalar,
+                             on_false: Tensor | TensorView | Scalar,
                              out: Tensor | TensorView) -> None:
                 engine.run(ctx, kind, name, (pred, on_true, on_false), out)
             return select_write
 
-        def select(ctx: ExecContext, pred: Tensor | TensorView, on_true: Tensor | TensorView,
-                   on_false: Tensor | TensorView) -> Tensor:
+        def select(ctx: ExecContext, pred: Tensor | TensorView | Scalar,
+                   on_true: Tensor | TensorView | Scalar,
+                   on_false: Tensor | TensorView | Scalar) -> Tensor:
             return engine.run(ctx, kind, name, (pred, on_true, on_false))
         return select
     if into:
-        def clamp_write(ctx: ExecContext, x: Tensor | TensorView, lower: Tensor | TensorView,
-                        upper: Tensor | TensorView, out: Tensor | TensorView) -> None:
+        def clamp_write(ctx: ExecContext, x: Tensor | TensorView | Scalar,
+                        lower: Tensor | TensorView | Scalar,
+                        upper: Tensor | TensorView | Scalar, out: Tensor | TensorView) -> None:
             engine.run(ctx, kind, name, (x, lower, upper), out)
         return clamp_write
 
-    def clamp(ctx: ExecContext, x: Tensor | TensorView, lower: Tensor | TensorView,
-              upper: Tensor | TensorView) -> Tensor:
+    def clamp(ctx: ExecContext, x: Tensor | TensorView | Scalar,
+              lower: Tensor | TensorView | Scalar,
+              upper: Tensor | TensorView | Scalar) -> Tensor:
         return engine.run(ctx, kind, name, (x, lower, upper))
     return clamp
 
@@ -111,19 +128,27 @@ def impl_for(kind: Kind, name: str, into: bool) -> Impl:
 # --- docstrings -------------------------------------------------------------------------
 _PARAMS = {
     1: "x : Tensor or TensorView\n    The input: a device tensor or view of this session.",
-    2: "lhs, rhs : Tensor or TensorView\n    Device operands of this session with one dtype "
-       "and one shape; a rank-0\n    operand broadcasts.",
-    3: "{0}, {1}, {2} : Tensor or TensorView\n    Device operands of this session with one "
-       "shape (a rank-0 operand\n    broadcasts).",
+    2: "lhs, rhs : Tensor, TensorView or scalar\n    Device operands of this session with one "
+       "dtype and one shape; a rank-0\n    operand broadcasts. One of them may be a scalar "
+       "(a Python or numpy bool,\n    int, float or complex): it is passed to the kernel by "
+       "value and takes the\n    other's dtype, which it must fit (docs/dtypes.md).",
+    3: "{0}, {1}, {2} : Tensor, TensorView or scalar\n    Device operands of this session with "
+       "one shape (a rank-0 operand\n    broadcasts). Up to two may be scalars (Python or numpy "
+       "bool, int, float or\n    complex, passed by value), not both branches of a select: a "
+       "scalar takes the\n    dtype of its slot (the tensors' dtype; bool for a predicate), "
+       "which it must\n    fit (docs/dtypes.md).",
 }
 _OUT = ("out : Tensor or TensorView\n    Caller-owned output of exactly the result's shape "
         "and dtype; every\n    element is overwritten. It must not overlap an input, except "
         "that it may be\n    exactly the same view as an input of the result's dtype (in "
         "place).")
 _RAISES = ("Raises\n------\nValidationError\n    Dtype or shape mismatch, a bad ``out`` "
-           "(shape, dtype, overlap).\nUnsupportedDTypeError\n    The operation is not "
+           "(shape, dtype, overlap){scalars}.\n"
+           "UnsupportedDTypeError\n    The operation is not "
            "defined for the dtype.\nRuntimeStateError\n    An operand is not resident on this "
            "session, or the session is closed.")
+_SCALARS = (", a scalar that does\n    not fit its dtype, no tensor operand (or no tensor "
+            "branch of a select)")
 
 
 def docstring(summary: str, arity: int, form: str, names: tuple[str, ...] = (),
@@ -138,7 +163,8 @@ def docstring(summary: str, arity: int, form: str, names: tuple[str, ...] = (),
     returns = ("Returns\n-------\nNone\n    The result is enqueued into ``out``." if into else
                "Returns\n-------\nTensor\n    A new compact device tensor (the work is "
                "enqueued, not finished).")
-    return f"{summary}\n\nParameters\n----------\n{params}\n\n{returns}\n\n{_RAISES}\n"
+    raises = _RAISES.format(scalars=_SCALARS if arity > 1 else "")
+    return f"{summary}\n\nParameters\n----------\n{params}\n\n{returns}\n\n{raises}\n"
 
 
 def make_function(kind: Kind, op: str, form: str, summary: str) -> tuple[str, Impl]:
