@@ -13,10 +13,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from ..errors import RuntimeStateError, ValidationError
 from ..tensor import _Strided
 
-__all__ = ["resident", "not_resident"]
+__all__ = ["resident", "not_resident", "describe_array"]
 
 
 def resident(ctx: Any, t: object, op: str, what: str = "input") -> Any:
@@ -35,10 +37,12 @@ _ADOPT = "adopt it with from_dlpack or from_cuda_array_interface first"
 _UPLOAD = "upload it with upload_host_tensor first"
 
 
-def _foreign_array(t: object) -> tuple[str, str]:
+def describe_array(t: object) -> tuple[str, str]:
     """(what, what to do) for an array of another library; ("", "") for an object that
     is no array."""
     name = type(t).__name__
+    if isinstance(t, np.generic):  # a numpy scalar is no array in the wrong place
+        return "", ""
     if hasattr(t, "__cuda_array_interface__"):
         return f"a {name} GPU array of another library, not adopted", _ADOPT
     if hasattr(t, "__dlpack_device__"):
@@ -61,7 +65,7 @@ def not_resident(ctx: Any, t: object, op: str, what: str) -> Exception:
     object that is no array at all."""
     here = f"runtime {ctx.runtime.identity.serial} on device {ctx.ordinal}"
     if not isinstance(t, _Strided):
-        foreign, hint = _foreign_array(t)
+        foreign, hint = describe_array(t)
         if not foreign:
             return ValidationError(f"{what} must be a Tensor or TensorView (got "
                                    f"{type(t).__name__})", op=op)

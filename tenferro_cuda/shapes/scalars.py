@@ -40,7 +40,8 @@ from typing import NamedTuple, TypeAlias
 import numpy as np
 
 from ..dtypes import ALL_DTYPES, DType
-from ..errors import ValidationError
+from ..errors import RuntimeStateError, ValidationError
+from ..exec.residency import describe_array
 
 __all__ = ["Scalar", "Converter", "Misfit", "is_scalar", "converter", "bits",
            "not_an_operand"]
@@ -288,8 +289,14 @@ def bits(value: object, dtype: DType, op: str, role: str) -> int:
     raise ValidationError(f"{role}={value!r} {got.text}{hint}", op=op, kind=got.kind)
 
 
-def not_an_operand(value: object, op: str, role: str) -> ValidationError:
-    """The error for an operand that is neither a tensor nor a scalar (returned)."""
+def not_an_operand(value: object, op: str, role: str) -> Exception:
+    """The error for an operand that is neither a tensor nor a scalar (returned): an
+    array in the wrong place (a host array, another library's GPU array not adopted) is
+    the residency rule's RuntimeStateError; anything else is a ValidationError."""
+    found, hint = describe_array(value)
+    if found:
+        return RuntimeStateError(f"{role}: expected a device tensor of this session or a "
+                                 f"scalar; found {found} ({hint})", op=op)
     return ValidationError(f"{role} must be a Tensor, TensorView or scalar (a bool, int, "
                            f"float, complex or numpy scalar; got {type(value).__name__})",
                            op=op)
