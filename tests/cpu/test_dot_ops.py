@@ -55,7 +55,8 @@ def _errors(ctx: Rec, s):
     return [
         ("lhs_host", lambda: g(host, b, MM), RuntimeStateError),
         ("rhs_reclaimed", lambda: g(a, freed, MM), RuntimeStateError),
-        ("lhs_not_tensor", lambda: g(np.zeros((4, 3)), b, MM), ValidationError),
+        ("lhs_host_array", lambda: g(np.zeros((4, 3)), b, MM), RuntimeStateError),
+        ("lhs_not_tensor", lambda: g("a", b, MM), ValidationError),
         ("dtype_mismatch", lambda: g(a, dev((3, 5), f64), MM), ValidationError),
         ("bool", lambda: g(dev((4, 3), DType.BOOL), dev((3, 5), DType.BOOL), MM),
          UnsupportedDTypeError),
