@@ -1,6 +1,7 @@
 """Integer dot_general (ptx/dot_int.cu): exact results with wrapping arithmetic in the
-operand dtype (every signed and unsigned integer dtype, the largest values included), any strides without staging (transposed, reversed, broadcast, sliced),
-tile edges, and grids beyond the 65535 limit of the y and z dimensions."""
+operand dtype (every signed and unsigned integer dtype, the largest values included), any
+strides without staging (transposed, reversed, broadcast, sliced), tile edges, and grids
+beyond the 65535 limit of the y and z dimensions."""
 
 from __future__ import annotations
 
