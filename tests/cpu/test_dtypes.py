@@ -269,3 +269,19 @@ def _preserved(src: DType, dst: DType) -> bool:
 @pytest.mark.parametrize(("src", "dst"), PAIRS, ids=PAIR_IDS)
 def test_lattice_is_exactly_value_preserving(src, dst):
     assert lattice_allows(src, dst) == _preserved(src, dst)
+
+
+def test_documented_lattice_is_the_lattice():
+    """docs/dtypes.md's closure table, row by row, is ``lattice_allows``."""
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "dtypes.md").read_text()
+    rows = {}
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 1 + len(ALL_DTYPES) and cells[0] in NAMES:
+            rows[cells[0]] = cells[1:]
+    assert list(rows) == NAMES
+    for src in ALL_DTYPES:
+        want = ["Y" if lattice_allows(src, dst) else "." for dst in ALL_DTYPES]
+        assert rows[src.value] == want, src.value
