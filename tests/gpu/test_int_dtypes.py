@@ -188,3 +188,14 @@ def test_fused_arithmetic_equals_unfused(s, dtype):
     vals.append(s.cast(vals[7], tc.float64))
     for f, o in zip(fused, plan.outputs):
         assert np.array_equal(down(s, f), down(s, vals[o]))
+
+
+@pytest.mark.parametrize("dtype", NEW, ids=lambda d: d.value)
+def test_kernel_session_scale_wraps(s, dtype):
+    """scale_tensor_write multiplies in place, wrapping (16-bit products through 32 bits)."""
+    a = edges(dtype)
+    factor = int(np.iinfo(dtype.numpy).max)  # -1 modulo 2**N for the unsigned dtypes
+    x = up(s, a)
+    with s.kernels("test.int_dtypes") as ks:
+        ks.scale_tensor_write(x, factor)
+    assert np.array_equal(down(s, x), wrap([int(v) * factor for v in a], dtype))
