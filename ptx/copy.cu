@@ -10,6 +10,8 @@ template <class T> __device__ __forceinline__ T scale_value(T v, T f) {
 }
 // Integers wrap (multiply in the unsigned type: signed overflow is undefined in C++).
 __device__ __forceinline__ i8 scale_value(i8 v, i8 f) { return (i8)(u8)((u8)v * (u8)f); }
+__device__ __forceinline__ i16 scale_value(i16 v, i16 f) { return (i16)((u32)v * (u32)f); }
+__device__ __forceinline__ u16 scale_value(u16 v, u16 f) { return (u16)((u32)v * (u32)f); }
 __device__ __forceinline__ i32 scale_value(i32 v, i32 f) { return (i32)((u32)v * (u32)f); }
 __device__ __forceinline__ i64 scale_value(i64 v, i64 f) { return (i64)((u64)v * (u64)f); }
 template <class R> __device__ __forceinline__ complex<R> scale_value(complex<R> v, complex<R> f) {

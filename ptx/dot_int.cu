@@ -2,8 +2,8 @@
 //   out[b, i, j] = alpha * sum_k lhs[b, i, k] * rhs[b, k, j] + beta * out[b, i, j]
 // with wrapping arithmetic in the operand dtype: every product and sum is taken modulo
 // 2^w (w = the dtype's width), exactly as if each step wrapped in the dtype. It is
-// computed in an unsigned accumulator of at least w bits (u32 for 8/32-bit dtypes, u64
-// for int64) and truncated once at the end; truncation commutes with + and *, so the
+// computed in an unsigned accumulator of at least w bits (u32 for 8/16/32-bit dtypes, u64
+// for int64/uint64) and truncated once at the end; truncation commutes with + and *, so the
 // result is the wrapped one. beta_zero != 0 means out is not read (overwritten).
 //
 // Strides are signed element strides (views, broadcasts and reversed axes all work).
@@ -21,6 +21,7 @@ namespace tf {
 
 template <class T> struct dot_acc { typedef u32 type; };
 template <> struct dot_acc<i64> { typedef u64 type; };
+template <> struct dot_acc<u64> { typedef u64 type; };
 
 template <class T>
 __global__ void __launch_bounds__(256)

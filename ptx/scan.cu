@@ -42,6 +42,12 @@ template <> __device__ __forceinline__ i8 shfl_up<i8>(i8 v, int d) {
 template <> __device__ __forceinline__ u8 shfl_up<u8>(u8 v, int d) {
   return (u8)__shfl_up_sync(TF_FULL_MASK, (int)v, d);
 }
+template <> __device__ __forceinline__ i16 shfl_up<i16>(i16 v, int d) {
+  return (i16)__shfl_up_sync(TF_FULL_MASK, (int)v, d);
+}
+template <> __device__ __forceinline__ u16 shfl_up<u16>(u16 v, int d) {
+  return (u16)__shfl_up_sync(TF_FULL_MASK, (int)v, d);
+}
 template <> __device__ __forceinline__ complex<float> shfl_up(complex<float> v, int d) {
   return complex<float>(shfl_up(v.re, d), shfl_up(v.im, d));
 }

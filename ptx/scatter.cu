@@ -107,7 +107,7 @@ __device__ __forceinline__ u64 keep_policy() {
   asm volatile("red.global.add" MOD TY " [%0], %1;" ::TF_GLOBAL(p), C(v) : "memory")
 #endif
 
-// *p += v; hint: with the policy `pol` (keep_policy). 8-bit types keep the CAS loop.
+// *p += v; hint: with the policy `pol` (keep_policy). 8/16-bit integers keep the CAS loop.
 template <class T> __device__ __forceinline__ void red_add(T* p, T v, u64 pol, bool hint) {
   atomic_add(p, v);
 }
@@ -120,8 +120,15 @@ __device__ __forceinline__ void red_add(double* p, double v, u64 pol, bool hint)
 __device__ __forceinline__ void red_add(int* p, int v, u64 pol, bool hint) {
   TF_RED("", ".s32", "r", p, v);
 }
+__device__ __forceinline__ void red_add(unsigned int* p, unsigned int v, u64 pol, bool hint) {
+  TF_RED("", ".u32", "r", p, v);
+}
 __device__ __forceinline__ void red_add(long long* p, long long v, u64 pol, bool hint) {
   TF_RED("", ".u64", "l", p, v);  // two's complement wraps
+}
+__device__ __forceinline__ void red_add(unsigned long long* p, unsigned long long v, u64 pol,
+                                        bool hint) {
+  TF_RED("", ".u64", "l", p, v);
 }
 // float16 / bfloat16: one correctly rounded addition (as float32 then rounded: the same
 // value, float32 has >= 2p + 2 bits for both); bfloat16 red needs sm_90.

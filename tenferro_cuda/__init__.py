@@ -33,8 +33,12 @@ from .tensor import Tensor, TensorView
 bool_ = DType.BOOL
 int8 = DType.INT8
 uint8 = DType.UINT8
+int16 = DType.INT16
+uint16 = DType.UINT16
 int32 = DType.INT32
+uint32 = DType.UINT32
 int64 = DType.INT64
+uint64 = DType.UINT64
 float16 = DType.FLOAT16
 bfloat16 = DType.BFLOAT16
 float32 = DType.FLOAT32
@@ -77,8 +81,8 @@ def __getattr__(name: str):
 __all__ = [
     "__version__", "CudaGraph", "DType", "ALL_DTYPES", "as_dtype", "lattice_allows", "Tensor",
     "TensorView",
-    "bool_", "int8", "uint8", "int32", "int64", "float16", "bfloat16", "float32", "float64",
-    "complex64", "complex128",
+    "bool_", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64",
+    "float16", "bfloat16", "float32", "float64", "complex64", "complex128",
     "TenferroError", "ValidationError", "UnsupportedDTypeError",
     "UnsupportedDTypeConversionError", "UnsupportedError", "RuntimeStateError",
     "SessionEntryError", "BackendSourceError", "OutOfMemoryError", "CompileError",

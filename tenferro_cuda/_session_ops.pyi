@@ -3586,7 +3586,7 @@ class SessionOps:
         Raises
         ------
         UnsupportedDTypeError
-            ``to`` is not one of the 11 dtypes.
+            ``to`` is not one of the 15 dtypes.
         RuntimeStateError
             ``x`` is not resident on this session, or the session is closed.
         """
@@ -3612,7 +3612,7 @@ class SessionOps:
         UnsupportedDTypeConversionError
             The lattice does not allow ``x.dtype -> to`` (use ``cast``).
         UnsupportedDTypeError
-            ``to`` is not one of the 11 dtypes.
+            ``to`` is not one of the 15 dtypes.
         RuntimeStateError
             ``x`` is not resident on this session, or the session is closed.
         """

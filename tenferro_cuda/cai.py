@@ -31,8 +31,9 @@ __all__ = ["typestr", "dtype_from_typestr", "export_interface", "parse_interface
            "interface_of", "HeldProducer"]
 
 _TYPESTR: dict[DType, str] = {
-    DType.BOOL: "|b1", DType.INT8: "|i1", DType.UINT8: "|u1", DType.INT32: "<i4",
-    DType.INT64: "<i8", DType.FLOAT16: "<f2", DType.FLOAT32: "<f4", DType.FLOAT64: "<f8",
+    DType.BOOL: "|b1", DType.INT8: "|i1", DType.UINT8: "|u1", DType.INT16: "<i2",
+    DType.UINT16: "<u2", DType.INT32: "<i4", DType.UINT32: "<u4", DType.INT64: "<i8",
+    DType.UINT64: "<u8", DType.FLOAT16: "<f2", DType.FLOAT32: "<f4", DType.FLOAT64: "<f8",
     DType.COMPLEX64: "<c8", DType.COMPLEX128: "<c16",
 }
 _FROM_KIND = {(s[1], int(s[2:])): d for d, s in _TYPESTR.items()}

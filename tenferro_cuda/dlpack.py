@@ -126,7 +126,9 @@ def ints_at(address: int, n: int) -> tuple[int, ...]:
 _C = DLDataTypeCode
 _TO_DL: dict[DType, tuple[int, int]] = {
     DType.BOOL: (_C.kDLBool, 8), DType.INT8: (_C.kDLInt, 8), DType.UINT8: (_C.kDLUInt, 8),
-    DType.INT32: (_C.kDLInt, 32), DType.INT64: (_C.kDLInt, 64),
+    DType.INT16: (_C.kDLInt, 16), DType.UINT16: (_C.kDLUInt, 16),
+    DType.INT32: (_C.kDLInt, 32), DType.UINT32: (_C.kDLUInt, 32),
+    DType.INT64: (_C.kDLInt, 64), DType.UINT64: (_C.kDLUInt, 64),
     DType.FLOAT16: (_C.kDLFloat, 16), DType.BFLOAT16: (_C.kDLBfloat, 16),
     DType.FLOAT32: (_C.kDLFloat, 32), DType.FLOAT64: (_C.kDLFloat, 64),
     DType.COMPLEX64: (_C.kDLComplex, 64), DType.COMPLEX128: (_C.kDLComplex, 128),
@@ -148,7 +150,7 @@ def dl_code_bits(dtype: DType) -> tuple[int, int]:
 
 
 def from_dl_dtype(code: int, bits: int, lanes: int, op: str = "from_dlpack") -> DType:
-    """The DType of a DLDataType; UnsupportedDTypeError for anything outside our 11."""
+    """The DType of a DLDataType; UnsupportedDTypeError for anything outside our 15."""
     dtype = _FROM_DL.get((int(code), int(bits), int(lanes)))
     if dtype is None:
         try:

@@ -1,4 +1,4 @@
-"""The 11 dtypes of tenferro_cuda, their host (numpy/ml_dtypes) and device (C++) types,
+"""The 15 dtypes of tenferro_cuda, their host (numpy/ml_dtypes) and device (C++) types,
 and the promotion lattice that ``convert`` follows.
 
 ``ml_dtypes`` (the host type of bfloat16; importing it costs most of a second) is imported
@@ -29,8 +29,12 @@ class DType(enum.Enum):
     BOOL = "bool"
     INT8 = "int8"
     UINT8 = "uint8"
+    INT16 = "int16"
+    UINT16 = "uint16"
     INT32 = "int32"
+    UINT32 = "uint32"
     INT64 = "int64"
+    UINT64 = "uint64"
     FLOAT16 = "float16"
     BFLOAT16 = "bfloat16"
     FLOAT32 = "float32"
@@ -81,7 +85,11 @@ class DType(enum.Enum):
 
     @property
     def is_signed_integer(self) -> bool:
-        return self in (DType.INT8, DType.INT32, DType.INT64)
+        return self in _SIGNED
+
+    @property
+    def is_unsigned_integer(self) -> bool:
+        return self in _INTEGERS and self not in _SIGNED
 
     @property
     def is_float(self) -> bool:
@@ -125,7 +133,8 @@ class DType(enum.Enum):
 
 
 ALL_DTYPES: tuple[DType, ...] = tuple(DType)
-_INTEGERS = frozenset({DType.INT8, DType.UINT8, DType.INT32, DType.INT64})
+_SIGNED = frozenset({DType.INT8, DType.INT16, DType.INT32, DType.INT64})
+_INTEGERS = _SIGNED | {DType.UINT8, DType.UINT16, DType.UINT32, DType.UINT64}
 _FLOATS = frozenset({DType.FLOAT16, DType.BFLOAT16, DType.FLOAT32, DType.FLOAT64})
 _CODE = {d: i for i, d in enumerate(ALL_DTYPES)}
 
@@ -134,8 +143,12 @@ _NUMPY: dict[DType, np.dtype] = {
     DType.BOOL: np.dtype(np.bool_),
     DType.INT8: np.dtype(np.int8),
     DType.UINT8: np.dtype(np.uint8),
+    DType.INT16: np.dtype(np.int16),
+    DType.UINT16: np.dtype(np.uint16),
     DType.INT32: np.dtype(np.int32),
+    DType.UINT32: np.dtype(np.uint32),
     DType.INT64: np.dtype(np.int64),
+    DType.UINT64: np.dtype(np.uint64),
     DType.FLOAT16: np.dtype(np.float16),
     DType.FLOAT32: np.dtype(np.float32),
     DType.FLOAT64: np.dtype(np.float64),
@@ -164,8 +177,12 @@ _CTYPE: dict[DType, str] = {
     DType.BOOL: "bool",
     DType.INT8: "signed char",
     DType.UINT8: "unsigned char",
+    DType.INT16: "short",
+    DType.UINT16: "unsigned short",
     DType.INT32: "int",
+    DType.UINT32: "unsigned int",
     DType.INT64: "long long",
+    DType.UINT64: "unsigned long long",
     DType.FLOAT16: "tf::half",
     DType.BFLOAT16: "tf::bfloat16",
     DType.FLOAT32: "float",
@@ -175,12 +192,20 @@ _CTYPE: dict[DType, str] = {
 }
 
 # Direct edges of the value-preserving lattice; ``lattice_allows`` takes the closure.
+# Integers widen within their signedness and an unsigned N-bit integer also fits the
+# signed 2N-bit one (jax's lattice); an integer reaches the narrowest float whose
+# significand holds it (8 bits: float16/bfloat16, 16: float32, 32: float64), so 64-bit
+# integers reach no float.
 _EDGES: dict[DType, tuple[DType, ...]] = {
     DType.BOOL: (DType.INT8, DType.UINT8),
-    DType.INT8: (DType.INT32, DType.FLOAT16, DType.BFLOAT16),
-    DType.UINT8: (DType.INT32, DType.FLOAT16, DType.BFLOAT16),
+    DType.INT8: (DType.INT16, DType.FLOAT16, DType.BFLOAT16),
+    DType.UINT8: (DType.INT16, DType.UINT16, DType.FLOAT16, DType.BFLOAT16),
+    DType.INT16: (DType.INT32, DType.FLOAT32),
+    DType.UINT16: (DType.INT32, DType.UINT32, DType.FLOAT32),
     DType.INT32: (DType.INT64, DType.FLOAT64),
+    DType.UINT32: (DType.INT64, DType.UINT64, DType.FLOAT64),
     DType.INT64: (),
+    DType.UINT64: (),
     DType.FLOAT16: (DType.FLOAT32,),
     DType.BFLOAT16: (DType.FLOAT32,),
     DType.FLOAT32: (DType.FLOAT64, DType.COMPLEX64),

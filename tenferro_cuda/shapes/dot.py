@@ -23,12 +23,9 @@ from . import check_out as _check_out_base
 
 __all__ = ["infer", "scalars", "check_out", "self_overlapping", "INT_RANGE"]
 
-INT_RANGE = {
-    DType.INT8: (-(1 << 7), (1 << 7) - 1),
-    DType.UINT8: (0, (1 << 8) - 1),
-    DType.INT32: (-(1 << 31), (1 << 31) - 1),
-    DType.INT64: (-(1 << 63), (1 << 63) - 1),
-}
+INT_RANGE = {d: ((-(1 << (8 * d.itemsize - 1)), (1 << (8 * d.itemsize - 1)) - 1)
+                 if d.is_signed_integer else (0, (1 << (8 * d.itemsize)) - 1))
+             for d in DType if d.is_integer}
 _TF32_DTYPES = (DType.FLOAT32, DType.COMPLEX64)
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..configs.indexing import PadConfig, SliceConfig
-from ..dtypes import DType
+from ..dtypes import DType, lattice_allows
 from ..errors import UnsupportedDTypeError, ValidationError
 from . import MAX_RANK, check_rank, normalize_axes, same_dtype
 
@@ -17,10 +17,17 @@ INDEX_DTYPES = (DType.INT32, DType.INT64)
 
 
 def check_index_dtype(dtype: DType, op: str, what: str = "indices") -> None:
-    """Index tensors are int32 or int64 (UnsupportedDTypeError otherwise)."""
+    """Index tensors are int32 or int64 (UnsupportedDTypeError otherwise; the message
+    names the convert that keeps every index of another integer dtype)."""
     if dtype not in INDEX_DTYPES:
-        raise UnsupportedDTypeError(f"{what} must be int32 or int64 (got {dtype.value})",
-                                    op=op)
+        hint = ""
+        if dtype.is_integer:
+            to = DType.INT32 if lattice_allows(dtype, DType.INT32) else DType.INT64
+            hint = (f"; convert to {to.value} first" if lattice_allows(dtype, to) else
+                    "; no index dtype holds every uint64: cast to int64 (values of 2**63 "
+                    "and more become negative)")
+        raise UnsupportedDTypeError(f"{what} must be int32 or int64 (got {dtype.value}"
+                                    f"{hint})", op=op)
 
 
 def check_config(cfg, cls: type, op: str) -> None:

@@ -91,6 +91,8 @@ inline double __longlong_as_double(long long i) { double d; std::memcpy(&d, &i, 
 inline float __double2float_rz(double d) { return (float)d; }  // (rounding mode unused here)
 inline float __ll2float_rz(long long v) { return (float)v; }
 inline long long __float2ll_rz(float f) { return (long long)f; }
+inline float __ull2float_rz(unsigned long long v) { return (float)v; }
+inline unsigned long long __float2ull_rz(float f) { return (unsigned long long)f; }
 inline int atomicCAS(int* p, int c, int v) {
   return __atomic_compare_exchange_n(p, &c, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST), c;
 }

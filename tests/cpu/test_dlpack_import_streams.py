@@ -124,8 +124,8 @@ def test_unknown_major_version_released_and_refused(fx):
     assert p.calls == 1 and fx.orders == []
 
 
-@pytest.mark.parametrize("code,bits", [(2, 8), (0, 16), (1, 64), (3, 64), (8, 8)],
-                         ids=["float8", "int16", "uint64", "opaque", "code-8"])
+@pytest.mark.parametrize("code,bits", [(2, 8), (0, 128), (1, 1), (3, 64), (8, 8)],
+                         ids=["float8", "int128", "uint1", "opaque", "code-8"])
 def test_foreign_dtype_refused_before_anything(fx, code, bits):
     p = Producer(np.arange(4, dtype=np.uint8 if bits == 8 else np.int64), code=code, bits=bits)
     with pytest.raises(UnsupportedDTypeError, match="lanes must be 1"):

@@ -51,7 +51,9 @@ def test_header_constants():
 # (dtype, DLPack code, bits, CAI typestr)
 DTYPE_TABLE = [
     (DType.BOOL, 6, 8, "|b1"), (DType.INT8, 0, 8, "|i1"), (DType.UINT8, 1, 8, "|u1"),
-    (DType.INT32, 0, 32, "<i4"), (DType.INT64, 0, 64, "<i8"), (DType.FLOAT16, 2, 16, "<f2"),
+    (DType.INT16, 0, 16, "<i2"), (DType.UINT16, 1, 16, "<u2"), (DType.INT32, 0, 32, "<i4"),
+    (DType.UINT32, 1, 32, "<u4"), (DType.INT64, 0, 64, "<i8"), (DType.UINT64, 1, 64, "<u8"),
+    (DType.FLOAT16, 2, 16, "<f2"),
     (DType.BFLOAT16, 4, 16, None), (DType.FLOAT32, 2, 32, "<f4"),
     (DType.FLOAT64, 2, 64, "<f8"), (DType.COMPLEX64, 5, 64, "<c8"),
     (DType.COMPLEX128, 5, 128, "<c16"),
@@ -83,8 +85,8 @@ def test_typestr_round_trip(dtype, code, bits, ts):
     assert cai.dtype_from_typestr("=" + ts[1:]) is dtype
 
 
-BAD_DL = [(2, 32, 4), (0, 16, 1), (1, 32, 1), (3, 64, 1), (8, 8, 1), (6, 1, 1), (4, 32, 1),
-          (5, 32, 1), (99, 8, 1)]
+BAD_DL = [(2, 32, 4), (0, 128, 1), (1, 1, 1), (1, 16, 2), (3, 64, 1), (8, 8, 1), (6, 1, 1),
+          (4, 32, 1), (5, 32, 1), (99, 8, 1)]
 
 
 @pytest.mark.parametrize("code,bits,lanes", BAD_DL, ids=[f"{c}-{b}-{n}" for c, b, n in BAD_DL])
@@ -93,8 +95,9 @@ def test_unsupported_dl_dtypes(code, bits, lanes):
         dlpack.from_dl_dtype(code, bits, lanes)
 
 
-BAD_TYPESTR = [("<i2", UnsupportedDTypeError), (">f4", UnsupportedDTypeError),
-               ("<V2", UnsupportedDTypeError), ("<u4", UnsupportedDTypeError),
+BAD_TYPESTR = [("<i16", UnsupportedDTypeError), (">f4", UnsupportedDTypeError),
+               ("<V2", UnsupportedDTypeError), (">u4", UnsupportedDTypeError),
+               ("<u16", UnsupportedDTypeError),
                ("f4", ValidationError), ("<f", ValidationError), (4, ValidationError),
                ("", ValidationError)]
 

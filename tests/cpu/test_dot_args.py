@@ -12,6 +12,7 @@ from __future__ import annotations
 import ctypes
 import struct
 
+import numpy as np
 import pytest
 from dot_fakes import (
     BMM,
@@ -123,18 +124,17 @@ def test_k_zero_scales_out(blas, ctx, s, monkeypatch, beta, want):
     assert seen == ([(want, 0 if want == "fill" else beta)] if want else [])
 
 
-@pytest.mark.parametrize("dtype", [DType.INT8, DType.UINT8, DType.INT32, DType.INT64],
-                         ids=lambda d: d.value)
+@pytest.mark.parametrize("dtype", [d for d in DType if d.is_integer], ids=lambda d: d.value)
 def test_int_kernel_parameters(ctx, s, dtype):
     lhs = ctx.dev((3, 70, 20), dtype)
     rhs = ctx.dev((3, 20, 130), dtype).permute((0, 2, 1)).permute((0, 2, 1))
     out = ctx.dev((3, 70, 130), dtype)
-    alpha = 255 if dtype is DType.UINT8 else -1
+    alpha = int(np.iinfo(dtype.numpy).max) if dtype.is_unsigned_integer else -1
     s.dot_general_read_into_accum(lhs, rhs, BMM, DotGeneralAccumulation(alpha, 0), out)
     launch = [c for c in ctx.calls if c[0] == "launch"][-1]
     assert launch[1] == f"tf::dot_int<{dtype.ctype}>"
     assert launch[2:4] == ((3, 2, 3), (256, 1, 1))
-    wide = dtype is DType.INT64
+    wide = dtype.itemsize == 8
     vals = launch[4]
     assert len(vals) == 19
     assert vals[:3] == (out.data_ptr(), lhs.data_ptr(), rhs.data_ptr())

@@ -39,8 +39,9 @@ from tenferro_cuda.ops.storage import copy as storage_copy
 
 CUDA_TYPES = {0: np.float32, 1: np.float64, 2: np.float16, 4: np.complex64, 5: np.complex128,
               14: ml_dtypes.bfloat16}
-NUMPY = {"signed char": np.int8, "unsigned char": np.uint8, "int": np.int32,
-         "long long": np.int64}
+NUMPY = {"signed char": np.int8, "unsigned char": np.uint8, "short": np.int16,
+         "unsigned short": np.uint16, "int": np.int32, "unsigned int": np.uint32,
+         "long long": np.int64, "unsigned long long": np.uint64}
 
 
 class Memory:

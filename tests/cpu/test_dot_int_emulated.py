@@ -41,6 +41,8 @@ inline unsigned __float_as_uint(float f) { unsigned u; std::memcpy(&u, &f, 4); r
 inline float __double2float_rz(double d) { return (float)d; }
 inline float __ll2float_rz(long long v) { return (float)v; }
 inline long long __float2ll_rz(float f) { return (long long)f; }
+inline float __ull2float_rz(unsigned long long v) { return (float)v; }
+inline unsigned long long __float2ull_rz(float f) { return (unsigned long long)f; }
 using std::isinf;
 template <class F> void emu_launch(unsigned gx, unsigned gy, unsigned gz, F kernel) {
   gridDim = {gx, gy, gz};
@@ -63,7 +65,9 @@ template <class F> void emu_launch(unsigned gx, unsigned gy, unsigned gz, F kern
 }
 """
 TYPES = {"i8": ("signed char", np.int8, "u32"), "u8": ("unsigned char", np.uint8, "u32"),
-         "i32": ("int", np.int32, "u32"), "i64": ("long long", np.int64, "u64")}
+         "i16": ("short", np.int16, "u32"), "u16": ("unsigned short", np.uint16, "u32"),
+         "i32": ("int", np.int32, "u32"), "u32": ("unsigned int", np.uint32, "u32"),
+         "i64": ("long long", np.int64, "u64"), "u64": ("unsigned long long", np.uint64, "u64")}
 
 
 def _wrappers() -> str:
@@ -152,7 +156,7 @@ def test_kernel_matches_wrapping_reference(lib, tag, case, beta_zero):
     rhs, _ = _gather(rf, (batch, k, n), rs, ro)
     old, oidx = _gather(of, (batch, m, n), os_, oo)
     before = of.copy()
-    alpha, beta = (-3, 0 if beta_zero else 7) if tag != "u8" else (3, 0 if beta_zero else 250)
+    alpha, beta = (-3, 0 if beta_zero else 7) if tag[0] == "i" else (3, 0 if beta_zero else 250)
     mask = (1 << (64 if acc == "u64" else 32)) - 1
     params = (ctypes.c_longlong * 13)(batch, m, n, k, *ls, *rs, *os_)
     item = np.dtype(npd).itemsize

@@ -17,8 +17,10 @@ FAM = family("dot_int")
 
 def test_registry_matches_source():
     assert {e.name for e in FAM.entries} == global_names(FAM.read_source()) == {"dot_int"}
-    assert FAM.all_expressions() == ["tf::dot_int<signed char>", "tf::dot_int<unsigned char>",
-                                     "tf::dot_int<int>", "tf::dot_int<long long>"]
+    assert FAM.all_expressions() == [
+        "tf::dot_int<signed char>", "tf::dot_int<unsigned char>", "tf::dot_int<short>",
+        "tf::dot_int<unsigned short>", "tf::dot_int<int>", "tf::dot_int<unsigned int>",
+        "tf::dot_int<long long>", "tf::dot_int<unsigned long long>"]
 
 
 @pytest.mark.parametrize("arch", [80, 90], ids=["sm_80", "sm_90"])

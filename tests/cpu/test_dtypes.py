@@ -1,4 +1,4 @@
-"""tenferro_cuda.dtypes: the 11 dtypes, numpy mapping, as_dtype, and the promotion lattice."""
+"""tenferro_cuda.dtypes: the 15 dtypes, numpy mapping, as_dtype, and the promotion lattice."""
 
 from __future__ import annotations
 
@@ -19,8 +19,12 @@ TABLE = {
     "bool": (1, np.dtype(np.bool_), "bool"),
     "int8": (1, np.dtype(np.int8), "int"),
     "uint8": (1, np.dtype(np.uint8), "int"),
+    "int16": (2, np.dtype(np.int16), "int"),
+    "uint16": (2, np.dtype(np.uint16), "int"),
     "int32": (4, np.dtype(np.int32), "int"),
+    "uint32": (4, np.dtype(np.uint32), "int"),
     "int64": (8, np.dtype(np.int64), "int"),
+    "uint64": (8, np.dtype(np.uint64), "int"),
     "float16": (2, np.dtype(np.float16), "float"),
     "bfloat16": (2, np.dtype(ml_dtypes.bfloat16), "float"),
     "float32": (4, np.dtype(np.float32), "float"),
@@ -31,9 +35,9 @@ TABLE = {
 NAMES = list(TABLE)
 
 
-def test_exactly_eleven_dtypes():
+def test_exactly_fifteen_dtypes():
     assert [d.value for d in ALL_DTYPES] == NAMES
-    assert len(set(ALL_DTYPES)) == 11
+    assert len(set(ALL_DTYPES)) == 15
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -55,7 +59,8 @@ def test_category(name):
     assert d.is_complex == (cat == "complex")
     assert d.is_inexact == (cat in ("float", "complex"))
     assert d.is_numeric == (cat != "bool")
-    assert d.is_signed_integer == (name in ("int8", "int32", "int64"))
+    assert d.is_signed_integer == (name in ("int8", "int16", "int32", "int64"))
+    assert d.is_unsigned_integer == (name in ("uint8", "uint16", "uint32", "uint64"))
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -74,7 +79,8 @@ def test_real_and_complex_counterparts():
     assert D.COMPLEX64.complex is D.COMPLEX64
 
 
-@pytest.mark.parametrize("name", ["bool", "int8", "int32", "float16", "bfloat16"])
+@pytest.mark.parametrize("name", ["bool", "int8", "uint16", "int32", "uint64", "float16",
+                                  "bfloat16"])
 def test_no_complex_counterpart(name):
     with pytest.raises(UnsupportedDTypeError, match="no complex counterpart"):
         _ = DType(name).complex
@@ -97,6 +103,11 @@ AS_DTYPE = (
         ("<c16", D.COMPLEX128),
         ("i8", D.INT64),
         ("u1", D.UINT8),
+        (np.int16, D.INT16),
+        (np.uint16, D.UINT16),
+        ("<u4", D.UINT32),
+        ("u8", D.UINT64),
+        (np.uintp, D.UINT64),
     ]
 )
 
@@ -108,7 +119,7 @@ def test_as_dtype(value, expected):
 
 
 UNSUPPORTED = [
-    np.uint16, np.int16, np.uint32, np.uint64, np.float128 if hasattr(np, "float128") else "g",
+    np.float128 if hasattr(np, "float128") else "g", ">u2", ">i4",
     "U3", object, np.dtype("datetime64[s]"), ml_dtypes.float8_e4m3fn, "not_a_dtype",
     "Float32", 3.5,
 ]
@@ -121,8 +132,8 @@ def test_unsupported_dtype(value):
 
 
 def test_unsupported_dtype_is_type_error_naming_value():
-    with pytest.raises(TypeError, match="uint16"):
-        as_dtype(np.uint16)
+    with pytest.raises(TypeError, match="float8_e4m3fn"):
+        as_dtype(ml_dtypes.float8_e4m3fn)
 
 
 # --- lattice -----------------------------------------------------------------------------
@@ -175,11 +186,18 @@ DISALLOWED = [
     (D.FLOAT32, D.FLOAT16), (D.FLOAT16, D.BFLOAT16), (D.BFLOAT16, D.FLOAT16),
     (D.INT8, D.UINT8), (D.UINT8, D.INT8), (D.INT64, D.INT32), (D.FLOAT16, D.INT32),
     (D.INT32, D.COMPLEX64), (D.COMPLEX128, D.COMPLEX64), (D.FLOAT64, D.COMPLEX64),
+    (D.INT16, D.UINT16), (D.UINT16, D.INT16), (D.INT8, D.UINT16), (D.INT16, D.FLOAT16),
+    (D.UINT16, D.BFLOAT16), (D.UINT32, D.INT32), (D.UINT32, D.FLOAT32), (D.INT64, D.UINT64),
+    (D.UINT64, D.INT64), (D.UINT64, D.FLOAT64), (D.UINT64, D.COMPLEX128), (D.INT32, D.UINT32),
+    (D.UINT16, D.INT8), (D.INT16, D.INT8),
 ]
 ALLOWED = [
     (D.INT8, D.INT64), (D.INT8, D.FLOAT16), (D.UINT8, D.BFLOAT16), (D.INT32, D.FLOAT64),
     (D.INT32, D.COMPLEX128), (D.FLOAT16, D.COMPLEX64), (D.BFLOAT16, D.FLOAT64),
     (D.FLOAT32, D.COMPLEX128), (D.UINT8, D.INT32), (D.INT8, D.COMPLEX64),
+    (D.INT8, D.INT16), (D.UINT8, D.INT16), (D.UINT8, D.UINT64), (D.INT16, D.FLOAT32),
+    (D.UINT16, D.INT32), (D.UINT16, D.FLOAT32), (D.UINT16, D.COMPLEX64), (D.UINT32, D.INT64),
+    (D.UINT32, D.UINT64), (D.UINT32, D.FLOAT64), (D.UINT32, D.COMPLEX128), (D.BOOL, D.UINT64),
 ]
 
 
@@ -200,8 +218,12 @@ PROBES = {
     D.BOOL: [False, True],
     D.INT8: [-128, -1, 0, 127],
     D.UINT8: [0, 200, 255],
+    D.INT16: [-(2**15), 2**15 - 1, 2049, -129],
+    D.UINT16: [0, 2**16 - 1, 2049, 40000],
     D.INT32: [-(2**31), 2**31 - 1, 2**24 + 1, -129],
+    D.UINT32: [0, 2**32 - 1, 2**24 + 1],
     D.INT64: [-(2**63), 2**63 - 1, 2**53 + 1],
+    D.UINT64: [0, 2**64 - 1, 2**53 + 1, 2**63],
     D.FLOAT16: [65504.0, 2.0**-24, 1 + 2.0**-10, -0.5, math.inf, math.nan],
     D.BFLOAT16: [3.3895313892515355e38, 2.0**-133, 1 + 2.0**-7, -0.5, math.inf],
     D.FLOAT32: [0.1, 3.4028234663852886e38, 1.401298464324817e-45, 16777217.0, -0.5],
@@ -247,3 +269,19 @@ def _preserved(src: DType, dst: DType) -> bool:
 @pytest.mark.parametrize(("src", "dst"), PAIRS, ids=PAIR_IDS)
 def test_lattice_is_exactly_value_preserving(src, dst):
     assert lattice_allows(src, dst) == _preserved(src, dst)
+
+
+def test_documented_lattice_is_the_lattice():
+    """docs/dtypes.md's closure table, row by row, is ``lattice_allows``."""
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "dtypes.md").read_text()
+    rows = {}
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 1 + len(ALL_DTYPES) and cells[0] in NAMES:
+            rows[cells[0]] = cells[1:]
+    assert list(rows) == NAMES
+    for src in ALL_DTYPES:
+        want = ["Y" if lattice_allows(src, dst) else "." for dst in ALL_DTYPES]
+        assert rows[src.value] == want, src.value

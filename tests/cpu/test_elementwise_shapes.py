@@ -22,7 +22,7 @@ CPLX = {D.COMPLEX64, D.COMPLEX128}
 REAL = NUMERIC - CPLX
 FLOATS = {D.FLOAT16, D.BFLOAT16, D.FLOAT32, D.FLOAT64}
 INEXACT = FLOATS | CPLX
-INTS = {D.INT8, D.UINT8, D.INT32, D.INT64}
+INTS = {D.INT8, D.UINT8, D.INT16, D.UINT16, D.INT32, D.UINT32, D.INT64, D.UINT64}
 # The documented contract (docs/dtypes.md), written out independently of the table.
 ACCEPTS = {
     "add": NUMERIC, "sub": NUMERIC, "mul": NUMERIC, "div": NUMERIC, "pow": NUMERIC,

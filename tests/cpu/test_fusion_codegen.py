@@ -71,7 +71,8 @@ def _specs() -> list[fc.KernelSpec]:
         seen.add(name)
     for d in ALL_DTYPES:
         specs += variants(typed(all_ops_plan(d), (d, d, d, D.BOOL)), 4)
-        casts = P(1, [Ins("cast", (0,), to=t) for t in ALL_DTYPES], tuple(range(1, 12)))
+        casts = P(1, [Ins("cast", (0,), to=t) for t in ALL_DTYPES],
+                  tuple(range(1, 1 + len(ALL_DTYPES))))
         specs += variants(typed(casts, (d,)), 1)
     return specs
 

@@ -48,6 +48,8 @@ inline unsigned __float_as_uint(float f) { unsigned u; std::memcpy(&u, &f, 4); r
 inline float __double2float_rz(double d) { return (float)d; }
 inline float __ll2float_rz(long long v) { return (float)v; }
 inline long long __float2ll_rz(float f) { return (long long)f; }
+inline float __ull2float_rz(unsigned long long v) { return (float)v; }
+inline unsigned long long __float2ull_rz(float f) { return (unsigned long long)f; }
 using std::isinf;
 template <class F> void emu_launch(unsigned gx, unsigned gy, F kernel) {
   gridDim = {gx, gy, 1};

@@ -36,6 +36,11 @@ def dot_ref(lhs: np.ndarray, rhs: np.ndarray, config, lhs_conj: bool = False,
     return np.matmul(left, right).reshape(bs + ms + ns)
 
 
+def _wrap64(v: int) -> int:
+    """``v`` modulo 2**64 as an int64 value (uint64 scalars above int64's range)."""
+    return (int(v) + (1 << 63)) % (1 << 64) - (1 << 63)
+
+
 def _wide(dtype) -> np.dtype:
     d = np.dtype(dtype)
     if d.kind in "iub":
@@ -49,6 +54,8 @@ def accum_ref(lhs, rhs, config, alpha, beta, out_before, lhs_conj=False, rhs_con
     """``alpha * op(lhs) . op(rhs) + beta * out`` in the wide type (beta == 0 ignores
     out, NaN included); integers wrap to the operands' dtype."""
     prod = dot_ref(lhs, rhs, config, lhs_conj, rhs_conj)
+    if np.dtype(lhs.dtype).kind in "iu":  # int64 arithmetic wraps modulo 2**64: scalars too
+        alpha, beta = (_wrap64(v) for v in (alpha, beta))
     res = alpha * prod
     if beta != 0:
         res = res + beta * np.asarray(out_before).astype(prod.dtype)

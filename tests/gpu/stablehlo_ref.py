@@ -159,18 +159,22 @@ TRANSCENDENTAL = ("logistic", "tan", "atan2", "cbrt")
 def shift_amounts(rng, dt, shape) -> np.ndarray:
     """Shift amounts: mostly below the bit width, some at or past it, some negative."""
     bits = bits_of(dt)
-    info = np.iinfo(dt)
     n = rng.integers(0, bits, size=shape, dtype=np.int64)
-    wild = rng.integers(info.min, info.max, size=shape, endpoint=True, dtype=np.int64)
+    wild = full_range(rng, dt, shape).astype(np.int64)  # uint64: wraps, a bit pattern
     edge = rng.choice(np.array([bits - 1, bits, bits + 1], np.int64), size=shape)
     pick = rng.integers(0, 8, size=shape)
     return np.where(pick == 0, wild, np.where(pick == 1, edge, n)).astype(dt)
 
 
-def _shift_inputs(rng, dt, shape):
+def full_range(rng, dt, shape) -> np.ndarray:
+    """Uniform values over all of the integer dtype ``dt``."""
     info = np.iinfo(dt)
-    a = rng.integers(info.min, info.max, size=shape, endpoint=True, dtype=np.int64)
-    return [a.astype(dt), shift_amounts(rng, dt, shape)]
+    wide = np.uint64 if np.dtype(dt) == np.uint64 else np.int64
+    return rng.integers(info.min, info.max, size=shape, endpoint=True, dtype=wide).astype(dt)
+
+
+def _shift_inputs(rng, dt, shape):
+    return [full_range(rng, dt, shape), shift_amounts(rng, dt, shape)]
 
 
 MORE_INPUTS = {key: _shift_inputs for key in SHIFTS}

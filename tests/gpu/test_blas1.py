@@ -13,8 +13,8 @@ from gpu_util import down, up
 
 import tenferro_cuda as tc
 
-DTYPES = ["int8", "uint8", "int32", "int64", "float16", "bfloat16", "float32", "float64",
-          "complex64", "complex128"]
+DTYPES = ["int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64", "float16",
+          "bfloat16", "float32", "float64", "complex64", "complex128"]
 LOWP = {"float16": np.float32, "bfloat16": np.float32}
 SIZES = {"empty": (0,), "one": (1,), "odd": (1001,), "matrix": (37, 129), "rank4": (3, 5, 7, 9),
          "large": (1 << 20,), "many_blocks": (3_000_001,)}

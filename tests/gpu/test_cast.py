@@ -1,4 +1,4 @@
-"""cast and convert on the GPU: all 121 dtype pairs on special and random values against
+"""cast and convert on the GPU: all 225 dtype pairs on special and random values against
 the projection rules of docs/dtypes.md (bit-exact): float -> int truncates toward zero and
 saturates, NaN -> 0; int -> int wraps; every conversion to a float rounds once to nearest
 even; complex -> real drops the imaginary part; numeric -> bool is != 0. convert agrees
@@ -22,9 +22,16 @@ IDS = [f"{a.value}-{b.value}" for a, b in PAIRS]
 FLOAT_EDGES = [127.0, 127.9, 128.0, -128.0, -128.5, -129.0, 255.0, 255.9, 256.0, -0.9, -1.5,
                2147483647.0, 2147483648.0, -2147483648.0, -2147483904.0, 9.2233720368547e18,
                9.3e18, -9.3e18, 65504.0, 65519.99, 65520.0, 3.3895e38, 3.4e38, 1e-8, 1e-40,
-               1.0009765625, 1.00048828125, 1.0 + 2.0 ** -8 + 2.0 ** -30, 0.1, 1e300, -1e300]
+               1.0009765625, 1.00048828125, 1.0 + 2.0 ** -8 + 2.0 ** -30, 0.1, 1e300, -1e300,
+               32767.0, 32767.9, 32768.0, -32768.0, -32768.9, -32769.0, 65535.0, 65535.9,
+               65536.0, 4294967295.0, 4294967296.0, 1.8446744073709550e19, 1.8446744073709552e19,
+               2.0e19]
 INT64_EDGES = [2**62 + 2**54 + 1, -(2**62 + 2**54 + 1), 2**62 + 2**54, 2**53 + 1, 2**24 + 1,
                2**31, -(2**31) - 1, 65520, 65519, 256, 255, -129, 2**63 - 1]
+# above the float32 / bfloat16 midpoints near 2^63 (2^63 + 2^39 + 1, 2^63 + 2^55 + 1), where
+# a conversion through float64 would round twice; 2^53 + 1; the top bit; all ones
+UINT64_EDGES = [2**63 + 2**39 + 1, 2**63 + 2**55 + 1, 2**63 + 2**39, 2**53 + 1, 2**63,
+                2**64 - 1, 2**64 - 2**40, 2**32, 2**32 - 1, 65535, 65536]
 
 
 def cast_inputs(dtype: DType) -> np.ndarray:
@@ -36,6 +43,8 @@ def cast_inputs(dtype: DType) -> np.ndarray:
         base = np.concatenate([base, extra, -extra])
     elif dtype is D.INT64:
         base = np.concatenate([base, np.array(INT64_EDGES, np.int64)])
+    elif dtype is D.UINT64:
+        base = np.concatenate([base, np.array(UINT64_EDGES, np.uint64)])
     elif dtype.is_complex:
         real = specials(dtype.real.numpy)
         re, im = np.meshgrid(real, real[::3], indexing="ij")
@@ -75,6 +84,37 @@ def test_int64_to_bfloat16_rounds_once(s):
     # 2^62 + 2^54 + 1 lies just above a bfloat16 midpoint; via double it would tie to even.
     got = down(s, s.cast(up(s, np.array([2**62 + 2**54 + 1], np.int64)), D.BFLOAT16))
     assert float(got[0]) == float(2**62 + 2**55)
+
+
+def test_uint64_to_float32_and_bfloat16_round_once(s):
+    x = up(s, np.array([2**63 + 2**39 + 1, 2**63 + 2**55 + 1], np.uint64))
+    f32 = down(s, s.cast(x, D.FLOAT32))
+    assert float(f32[0]) == float(2**63 + 2**40)  # through float64: the tie, to 2^63
+    assert float(down(s, s.cast(x, D.BFLOAT16))[1]) == float(2**63 + 2**56)
+    c64 = down(s, s.cast(x, D.COMPLEX64))
+    assert c64[0] == np.complex64(2**63 + 2**40)
+
+
+def test_float_to_unsigned_saturates(s):
+    x = up(s, np.array([-1.0, -0.5, 65535.9, 65536.0, 4294967296.0, 2.0e19, np.nan, np.inf,
+                        -np.inf], np.float64))
+    assert down(s, s.cast(x, D.UINT16)).tolist() == [0, 0, 65535, 65535, 65535, 65535, 0,
+                                                     65535, 0]
+    assert down(s, s.cast(x, D.UINT32)).tolist() == [0, 0, 65535, 65536, 2**32 - 1,
+                                                     2**32 - 1, 0, 2**32 - 1, 0]
+    assert down(s, s.cast(x, D.UINT64)).tolist() == [0, 0, 65535, 65536, 2**32, 2**64 - 1, 0,
+                                                     2**64 - 1, 0]
+    assert down(s, s.cast(x, D.INT16)).tolist() == [-1, 0, 32767, 32767, 32767, 32767, 0,
+                                                    32767, -32768]
+
+
+def test_integer_casts_wrap(s):
+    x = up(s, np.array([-1, -32768, 65535, 2**32 + 5], np.int64))
+    assert down(s, s.cast(x, D.UINT16)).tolist() == [65535, 32768, 65535, 5]
+    assert down(s, s.cast(x, D.INT16)).tolist() == [-1, -32768, -1, 5]
+    assert down(s, s.cast(x, D.UINT32)).tolist() == [2**32 - 1, 2**32 - 32768, 65535, 5]
+    assert down(s, s.cast(x, D.UINT64)).tolist() == [2**64 - 1, 2**64 - 32768, 65535,
+                                                     2**32 + 5]
 
 
 ALLOWED = [(a, b) for a, b in PAIRS if lattice_allows(a, b)]

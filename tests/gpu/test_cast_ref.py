@@ -67,7 +67,7 @@ def cast_ref(a: np.ndarray, to) -> np.ndarray:
     if src == np.bool_ or src.kind in "iu":
         if to.kind in "iu":
             return a.astype(to)
-        if src == np.int64 and to == BF16:
+        if src in (np.int64, np.uint64) and to == BF16:
             return np.array([_int_to_bf16(int(v)) for v in a.ravel()],
                             np.float64).astype(BF16).reshape(a.shape)
         if to.kind == "c":

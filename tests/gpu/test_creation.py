@@ -51,6 +51,16 @@ def test_iota(s, no_upload, dtype, shape, dim):
     assert np.array_equal(got.view(np.uint8), want.view(np.uint8))
 
 
+@pytest.mark.parametrize("dtype,steps", [(D.INT16, 32768), (D.UINT16, 65536)], ids=str)
+def test_iota_fills_a_16_bit_range_and_no_more(s, dtype, steps):
+    got = down(s, s.iota(dtype, (2, steps), 1))
+    assert np.array_equal(got, np.broadcast_to(np.arange(steps).astype(dtype.numpy),
+                                               (2, steps)))
+    with pytest.raises(ValidationError) as info:
+        s.iota(dtype, steps + 1, 0)
+    assert info.value.kind == "overflow"
+
+
 def test_iota_float_rounding(s):
     assert np.array_equal(down(s, s.iota(D.FLOAT16, 70000, 0)),
                           np.arange(70000).astype(np.float16))
@@ -67,7 +77,8 @@ def test_iota_64_bit_index(s):
     s.reclaim_buffer(t)
 
 
-FULL = [(D.BOOL, True), (D.INT8, -128), (D.UINT8, 200), (D.INT32, -7), (D.INT64, 1 << 62),
+FULL = [(D.BOOL, True), (D.INT8, -128), (D.UINT8, 200), (D.INT16, -32768), (D.UINT16, 65535),
+        (D.UINT32, 2**32 - 1), (D.UINT64, 2**64 - 1), (D.INT32, -7), (D.INT64, 1 << 62),
         (D.FLOAT16, -0.0), (D.BFLOAT16, 3.5), (D.FLOAT32, float("nan")),
         (D.FLOAT64, -float("inf")), (D.COMPLEX64, 1.5 - 2j), (D.COMPLEX128, 0)]
 

@@ -19,12 +19,12 @@ from tenferro_cuda.configs.dot import DotGeneralConfig as C
 MM = C((1,), (0,))
 BMM = C((2,), (1,), (0,), (0,))
 FLOATS = [tc.float16, tc.bfloat16, tc.float32, tc.float64, tc.complex64, tc.complex128]
-INTS = [tc.int8, tc.uint8, tc.int32, tc.int64]
+INTS = [d for d in tc.ALL_DTYPES if d.is_integer]
 
 
 def _scalars(dtype):
     if dtype.is_integer:
-        neg = 254 if dtype is tc.uint8 else -2
+        neg = int(np.iinfo(dtype.numpy).max) - 1 if dtype.is_unsigned_integer else -2
         return [(1, 0), (3, neg), (0, 1), (5, 1)]
     out = [(1, 0), (2.5, -1.5), (0, 1), (-1, 1)]
     if dtype.is_complex:

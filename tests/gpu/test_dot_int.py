@@ -1,6 +1,7 @@
 """Integer dot_general (ptx/dot_int.cu): exact results with wrapping arithmetic in the
-operand dtype, any strides without staging (transposed, reversed, broadcast, sliced),
-tile edges, and grids beyond the 65535 limit of the y and z dimensions."""
+operand dtype (every signed and unsigned integer dtype, the largest values included), any
+strides without staging (transposed, reversed, broadcast, sliced), tile edges, and grids
+beyond the 65535 limit of the y and z dimensions."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import tenferro_cuda as tc
 from tenferro_cuda.configs.dot import DotGeneralAccumulation as Acc
 from tenferro_cuda.configs.dot import DotGeneralConfig as C
 
-INTS = [tc.int8, tc.uint8, tc.int32, tc.int64]
+INTS = [d for d in tc.ALL_DTYPES if d.is_integer]
 MM = C((1,), (0,))
 BMM = C((2,), (1,), (0,), (0,))
 
@@ -46,13 +47,32 @@ def test_layouts_exact(s, rng, dtype, case):
     o = sample(dtype, accum_ref(lv, rv, cfg, 1, 0, None).shape, rng)
     out, _ = device_view(s, o, ol, fill=5)
     before = down(s, out.base)
-    alpha, beta = (7, 250) if dtype is tc.uint8 else (-7, 3)
+    alpha, beta = (7, 250) if dtype.is_unsigned_integer else (-7, 3)
     s.dot_general_read_into_accum(lhs, rhs, cfg, Acc(alpha, beta), out)
     assert np.array_equal(down(s, out), accum_ref(lv, rv, cfg, alpha, beta, o))
     after = down(s, out.base).reshape(-1)
     outside = np.ones(after.size, bool)
     outside[element_index(out).reshape(-1)] = False
     assert np.array_equal(after[outside], before.reshape(-1)[outside])
+
+
+@pytest.mark.parametrize("dtype", [tc.uint32, tc.uint64], ids=lambda d: d.value)
+def test_unsigned_top_bit_and_largest_scalars(s, dtype):
+    """Values with the top bit set are large positive numbers, not negative ones, and alpha
+    / beta take the whole unsigned range."""
+    info = np.iinfo(dtype.numpy)
+    top = int(info.max) // 2 + 1
+    x = np.array([[top, 3], [info.max, 1]], dtype.numpy)
+    y = np.array([[1, 2], [2, info.max]], dtype.numpy)
+    o = np.array([[1, 2], [3, 4]], dtype.numpy)
+    out = s.upload_host_tensor(o)
+    s.dot_general_read_into_accum(s.upload_host_tensor(x), s.upload_host_tensor(y), MM,
+                                  Acc(int(info.max), int(top)), out)
+    mod = 1 << (8 * dtype.itemsize)
+    xs, ys, os_ = ([[int(v) for v in row] for row in a] for a in (x, y, o))
+    want = [[(int(info.max) * sum(xs[i][k] * ys[k][j] for k in range(2)) + top * os_[i][j])
+             % mod for j in range(2)] for i in range(2)]
+    assert np.array_equal(down(s, out), np.array(want, dtype.numpy))
 
 
 def test_batch_beyond_grid_z(s, rng):

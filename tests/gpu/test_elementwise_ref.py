@@ -14,8 +14,8 @@ from stablehlo_ref import MORE_INPUTS, MORE_REF, TRANSCENDENTAL
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 LOWP = (np.dtype(np.float16), BF16)
-INT_BITS = {np.dtype(np.int8): 8, np.dtype(np.uint8): 8, np.dtype(np.int32): 32,
-            np.dtype(np.int64): 64}
+INT_BITS = {np.dtype(t): 8 * np.dtype(t).itemsize for t in (
+    np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32, np.int64, np.uint64)}
 
 
 def is_int(dt) -> bool:
@@ -25,10 +25,11 @@ def is_int(dt) -> bool:
 def wrap_ints(values, dt) -> np.ndarray:
     """Python ints (object array) wrapped into the integer dtype ``dt``."""
     bits = INT_BITS[np.dtype(dt)]
-    if bits < 64:  # exact in int64 (products of two 32-bit values fit); astype wraps
+    signed = np.dtype(dt).kind == "i"
+    if bits < 32 or (bits == 32 and signed):
+        # exact in int64 (products of two int32 values fit, uint32 ones may not); astype wraps
         return np.asarray(values, dtype=object).astype(np.int64).astype(dt)
     mask = (1 << bits) - 1
-    signed = np.dtype(dt).kind == "i"
 
     def one(v):
         v = int(v) & mask
@@ -294,7 +295,8 @@ def random_array(rng, dtype, shape, low=None, high=None) -> np.ndarray:
         info = np.iinfo(dt)
         lo = info.min if low is None else low
         hi = info.max if high is None else high
-        return rng.integers(lo, hi, size=shape, endpoint=True, dtype=np.int64).astype(dt)
+        wide = np.uint64 if dt == np.uint64 else np.int64  # uint64's top half is not int64
+        return rng.integers(lo, hi, size=shape, endpoint=True, dtype=wide).astype(dt)
     if dt.kind == "c":
         real = np.float32 if dt == np.complex64 else np.float64
         return (random_array(rng, real, shape, low, high)

@@ -2,8 +2,9 @@
 every form; every op x dtype on random data and on special values (NaN, +-inf, +-0,
 extremes, subnormals, INT_MIN) against the numpy reference (tests/gpu/stablehlo_ref.py)
 and against jax.lax where jax is installed (on jax's CPU device, x64 enabled); the
-shifts, bit counts and bitwise ops on every int8/uint8 pair and on the edges of int32 and
-int64 (amounts of the bit width and more, negative amounts, 0 and all ones); strided
+shifts, bit counts and bitwise ops on every int8/uint8 pair, on every int16/uint16 value
+and on the edges of the 16-, 32- and 64-bit integers, signed and unsigned (amounts of the
+bit width and more, negative amounts, 0 and all ones); strided
 views and fusion. The generic op x dtype tables of test_elementwise_values.py cover these
 ops as well, except tan/logistic/atan2/cbrt, whose complex special values are checked here
 the way complex pow's are (no C99 Annex G guarantee: a non-finite numpy result must be
@@ -101,20 +102,45 @@ def test_every_byte(s, op, dtype):
     assert mismatch(run(s, op, arrays), want, None) is None
 
 
-@pytest.mark.parametrize("op", SHIFTS)
-@pytest.mark.parametrize("dtype", [D.INT32, D.INT64], ids=str)
-def test_wide_shift_edges(s, op, dtype):
+WIDE = [D.INT16, D.UINT16, D.INT32, D.UINT32, D.INT64, D.UINT64]
+
+
+def _patterns(dtype: DType, values) -> np.ndarray:
+    """Python ints as the two's-complement bit patterns of ``dtype`` (-1: all ones)."""
     bits = bits_of(dtype.numpy)
-    info = np.iinfo(dtype.numpy)
-    values = np.array([0, 1, -1, 5, info.min, info.max, info.min + 1, 1 << (bits - 2)],
-                      dtype.numpy)
-    amounts = np.array([*range(bits + 3), -1, -bits, info.min, info.max], dtype.numpy)
+    mask = (1 << bits) - 1
+    return np.array([v & mask for v in values], dtype=f"u{bits // 8}").view(dtype.numpy)
+
+
+@pytest.mark.parametrize("op", SHIFTS)
+@pytest.mark.parametrize("dtype", WIDE, ids=str)
+def test_wide_shift_edges(s, op, dtype):
+    """Amounts below, at and past the bit width, and negative ones (all ones: huge when
+    read as unsigned); values 0, 1, all ones, the top bit alone, the largest ones."""
+    bits = bits_of(dtype.numpy)
+    top = 1 << (bits - 1)
+    values = _patterns(dtype, [0, 1, -1, 5, top, top - 1, top + 1, 1 << (bits - 2)])
+    amounts = _patterns(dtype, [*range(bits + 3), -1, -bits, top, top - 1, 2 * bits])
     a, n = (g.reshape(-1) for g in np.meshgrid(values, amounts, indexing="ij"))
     want, _ = REF[op](a, n)
     assert mismatch(run(s, op, [a, n]), want, None) is None
 
 
-@pytest.mark.parametrize("dtype", [D.INT32, D.INT64], ids=str)
+@pytest.mark.parametrize("op", [*SHIFTS, "bitwise_not", "popcnt", "count_leading_zeros"])
+@pytest.mark.parametrize("dtype", [D.INT16, D.UINT16], ids=str)
+def test_every_16_bit_value(s, op, dtype):
+    """Every value of the 16-bit dtypes (shifted by amounts 0, 1, 7, 15, 16 and 40000)."""
+    everything = np.arange(1 << 16, dtype=np.uint16).view(dtype.numpy)
+    arrays = [everything]
+    if KINDS[op].arity == 2:
+        amounts = _patterns(dtype, [0, 1, 7, 15, 16, 40000])
+        a, n = (g.reshape(-1) for g in np.meshgrid(everything, amounts, indexing="ij"))
+        arrays = [a, n]
+    want, _ = REF[op](*arrays)
+    assert mismatch(run(s, op, arrays), want, None) is None
+
+
+@pytest.mark.parametrize("dtype", WIDE, ids=str)
 def test_wide_bit_counts(s, dtype):
     bits = bits_of(dtype.numpy)
     mask = (1 << bits) - 1
@@ -163,7 +189,8 @@ def test_fused_chain_equals_unfused(s, dtype):
         assert mismatch(down(s, f), down(s, vals[o]), None) is None
 
 
-@pytest.mark.parametrize("dtype", [D.INT8, D.UINT8, D.INT32, D.INT64, D.BOOL], ids=str)
+@pytest.mark.parametrize("dtype", [d for d in ALL_DTYPES if d.is_integer or d.is_bool],
+                         ids=str)
 def test_fused_bits_equal_unfused(s, dtype):
     ops = [("bitwise_and", (0, 1)), ("bitwise_or", (2, 0)), ("bitwise_xor", (3, 1)),
            ("bitwise_not", (4,))]

@@ -67,7 +67,10 @@ def test_special_values(s, key, dtype):
     assert mismatch(got, want, tolerance(key, dtype.numpy)) is None
 
 
-@pytest.mark.parametrize("dtype", [D.INT8, D.UINT8, D.INT32, D.INT64], ids=str)
+INTS = [d for d in ALL_DTYPES if d.is_integer]
+
+
+@pytest.mark.parametrize("dtype", INTS, ids=str)
 def test_integer_division_edges(s, dtype):
     info = np.iinfo(dtype.numpy)
     a = np.array([info.min, info.min, info.max, 7, -7 if info.min else 7, 0], dtype.numpy)
@@ -83,7 +86,7 @@ def test_integer_division_edges(s, dtype):
 
 
 @pytest.mark.parametrize("op", ["div", "rem", "div_read", "rem_read"])
-@pytest.mark.parametrize("dtype", [D.INT8, D.UINT8, D.INT32, D.INT64], ids=str)
+@pytest.mark.parametrize("dtype", INTS, ids=str)
 def test_division_by_zero_is_deferred(s, op, dtype):
     a = up(s, np.array([4, 5, 6], dtype.numpy))
     b = up(s, np.array([2, 0, 3], dtype.numpy))

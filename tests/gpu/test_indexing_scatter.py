@@ -91,8 +91,10 @@ def _dups(rng, n, size, oob=True):
     return rng.integers(lo, hi, size=n)
 
 
-@pytest.mark.parametrize("dtype", [np.int32, np.int64, np.int8, np.uint8],
-                         ids=["i32", "i64", "i8", "u8"])
+INTS = [np.int32, np.int64, np.int8, np.uint8, np.int16, np.uint16, np.uint32, np.uint64]
+
+
+@pytest.mark.parametrize("dtype", INTS, ids=[np.dtype(d).str[1:] for d in INTS])
 @pytest.mark.parametrize("combiner", ["add", "max", "min"])
 def test_integer_duplicates_are_exact(s, rng, dtype, combiner):
     x = rng.integers(0, 100, 1000).astype(dtype)

@@ -13,8 +13,8 @@ from gpu_util import down, up
 
 import tenferro_cuda as tc
 
-DTYPES = ["int8", "uint8", "int32", "int64", "float16", "bfloat16", "float32", "float64",
-          "complex64", "complex128"]
+DTYPES = ["int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64", "float16",
+          "bfloat16", "float32", "float64", "complex64", "complex128"]
 KINDS = {"sum": np.sum, "prod": np.prod, "max": np.max, "min": np.min}
 LOWP = {"float16": np.float32, "bfloat16": np.float32}
 

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 from gpu_util import down, up
 
-DTYPES = ["bool", "int8", "uint8", "int32", "int64", "float16", "bfloat16", "float32",
-          "float64"]
+DTYPES = ["bool", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64",
+          "float16", "bfloat16", "float32", "float64"]
 
 
 def npdtype(name: str) -> np.dtype:

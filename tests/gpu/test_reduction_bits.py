@@ -11,7 +11,7 @@ import pytest
 from gpu_util import down, up
 from test_reduction import CASES, ident
 
-DTYPES = ["bool", "int8", "uint8", "int32", "int64"]
+DTYPES = ["bool", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64"]
 
 
 def sample(dt: str, shape, kind: str, seed: int = 0) -> np.ndarray:
@@ -58,7 +58,9 @@ def test_matches_numpy(s, kind, dt, case):
 
 
 @pytest.mark.parametrize("dt,every", [("bool", True), ("int8", -1), ("uint8", 255),
-                                      ("int32", -1), ("int64", -1)])
+                                      ("int16", -1), ("uint16", 65535), ("int32", -1),
+                                      ("uint32", 2**32 - 1), ("int64", -1),
+                                      ("uint64", 2**64 - 1)])
 def test_empty_reductions_give_the_identities(s, dt, every):
     e = up(s, np.zeros((3, 0), dt))
     np.testing.assert_array_equal(down(s, s.reduce_and(e, (1,))), np.full(3, every, dt))

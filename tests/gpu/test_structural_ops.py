@@ -1,4 +1,4 @@
-"""Structural ops against numpy: an op-record table x all 11 dtypes, on owned tensors and on
+"""Structural ops against numpy: an op-record table x all 15 dtypes, on owned tensors and on
 strided views (rank 0-6, 0-size axes, odd sizes). Results must be bit-identical: a
 permutation moves bits, and the masks write all-zero bits."""
 

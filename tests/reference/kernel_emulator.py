@@ -21,10 +21,11 @@ _LAYOUT = struct.Struct("<8q8qqii")
 _MAP = struct.Struct("<8q8qqii")
 _PAD = struct.Struct("<40qqii")
 UNIT = {"tf::u8": 1, "unsigned short": 2, "tf::u32": 4, "tf::u64": 8, "tf::b128": 16}
-NUMPY = {"signed char": np.int8, "unsigned char": np.uint8, "int": np.int32,
-         "long long": np.int64, "tf::half": np.float16, "tf::bfloat16": ml_dtypes.bfloat16,
-         "float": np.float32, "double": np.float64, "tf::complex<float>": np.complex64,
-         "tf::complex<double>": np.complex128}
+NUMPY = {"signed char": np.int8, "unsigned char": np.uint8, "short": np.int16,
+         "unsigned short": np.uint16, "int": np.int32, "unsigned int": np.uint32,
+         "long long": np.int64, "unsigned long long": np.uint64, "tf::half": np.float16,
+         "tf::bfloat16": ml_dtypes.bfloat16, "float": np.float32, "double": np.float64,
+         "tf::complex<float>": np.complex64, "tf::complex<double>": np.complex128}
 
 
 class Buffer:

@@ -18,6 +18,7 @@ namespace tf {
 
 template <class T> struct sint_of { typedef T type; };
 template <> struct sint_of<u8> { typedef i8 type; };
+template <> struct sint_of<u16> { typedef i16 type; };
 template <> struct sint_of<u32> { typedef i32 type; };
 template <> struct sint_of<u64> { typedef i64 type; };
 

@@ -123,6 +123,14 @@ template <> struct bits16<unsigned char> {
   static __device__ __forceinline__ u32 get(unsigned char v) { return v; }
   static __device__ __forceinline__ unsigned char make(u32 b) { return (unsigned char)b; }
 };
+template <> struct bits16<short> {
+  static __device__ __forceinline__ u32 get(short v) { return (u32)(unsigned short)v; }
+  static __device__ __forceinline__ short make(u32 b) { return (short)(unsigned short)b; }
+};
+template <> struct bits16<unsigned short> {
+  static __device__ __forceinline__ u32 get(unsigned short v) { return v; }
+  static __device__ __forceinline__ unsigned short make(u32 b) { return (unsigned short)b; }
+};
 
 // *p = f(*p) atomically for a 1- or 2-byte T, by CAS on the aligned 32-bit word holding it.
 // Output buffers of 1/2-byte dtypes are allocated to a multiple of 4 bytes by the host.
@@ -189,14 +197,24 @@ template <class T> __device__ __forceinline__ T imin(T a, T b) { return a < b ? 
 __device__ __forceinline__ void atomic_add(float* p, float v) { atomicAdd(p, v); }
 __device__ __forceinline__ void atomic_add(double* p, double v) { atomicAdd(p, v); }
 __device__ __forceinline__ void atomic_add(int* p, int v) { atomicAdd(p, v); }
+__device__ __forceinline__ void atomic_add(unsigned int* p, unsigned int v) { atomicAdd(p, v); }
 __device__ __forceinline__ void atomic_add(long long* p, long long v) {
   atomicAdd((unsigned long long*)p, (unsigned long long)v);  // two's complement wraps
+}
+__device__ __forceinline__ void atomic_add(unsigned long long* p, unsigned long long v) {
+  atomicAdd(p, v);
 }
 __device__ __forceinline__ void atomic_add(signed char* p, signed char v) {
   atomic_subword(p, [v](signed char c) { return (signed char)(unsigned char)((unsigned)c + (unsigned)v); });
 }
 __device__ __forceinline__ void atomic_add(unsigned char* p, unsigned char v) {
   atomic_subword(p, [v](unsigned char c) { return (unsigned char)(c + v); });
+}
+__device__ __forceinline__ void atomic_add(short* p, short v) {
+  atomic_subword(p, [v](short c) { return (short)(unsigned short)((unsigned)c + (unsigned)v); });
+}
+__device__ __forceinline__ void atomic_add(unsigned short* p, unsigned short v) {
+  atomic_subword(p, [v](unsigned short c) { return (unsigned short)((unsigned)c + (unsigned)v); });
 }
 __device__ __forceinline__ void atomic_add(half* p, half v) {
   atomic_subword(p, [v](half c) { return make_half(to_f32(c) + to_f32(v)); });
@@ -213,6 +231,14 @@ __device__ __forceinline__ void atomic_max(int* p, int v) { atomicMax(p, v); }
 __device__ __forceinline__ void atomic_min(int* p, int v) { atomicMin(p, v); }
 __device__ __forceinline__ void atomic_max(long long* p, long long v) { atomicMax(p, v); }
 __device__ __forceinline__ void atomic_min(long long* p, long long v) { atomicMin(p, v); }
+__device__ __forceinline__ void atomic_max(unsigned int* p, unsigned int v) { atomicMax(p, v); }
+__device__ __forceinline__ void atomic_min(unsigned int* p, unsigned int v) { atomicMin(p, v); }
+__device__ __forceinline__ void atomic_max(unsigned long long* p, unsigned long long v) {
+  atomicMax(p, v);
+}
+__device__ __forceinline__ void atomic_min(unsigned long long* p, unsigned long long v) {
+  atomicMin(p, v);
+}
 __device__ __forceinline__ void atomic_max(float* p, float v) {
   atomic_f32(p, [v](float c) { return max_of(c, v); });
 }
@@ -225,7 +251,7 @@ __device__ __forceinline__ void atomic_max(double* p, double v) {
 __device__ __forceinline__ void atomic_min(double* p, double v) {
   atomic_f64(p, [v](double c) { return min_of(c, v); });
 }
-template <class T> __device__ __forceinline__ void atomic_max(T* p, T v) {  // 8-bit ints
+template <class T> __device__ __forceinline__ void atomic_max(T* p, T v) {  // 8/16-bit ints
   atomic_subword(p, [v](T c) { return imax(c, v); });
 }
 template <class T> __device__ __forceinline__ void atomic_min(T* p, T v) {

@@ -38,16 +38,28 @@ template <class A> struct same<A, A> { static const bool value = true; };
 template <class T> struct is_int { static const bool value = false; };
 template <> struct is_int<i8> { static const bool value = true; };
 template <> struct is_int<u8> { static const bool value = true; };
+template <> struct is_int<i16> { static const bool value = true; };
+template <> struct is_int<u16> { static const bool value = true; };
 template <> struct is_int<i32> { static const bool value = true; };
+template <> struct is_int<u32> { static const bool value = true; };
 template <> struct is_int<i64> { static const bool value = true; };
+template <> struct is_int<u64> { static const bool value = true; };
 template <class T> struct is_sint { static const bool value = false; };
 template <> struct is_sint<i8> { static const bool value = true; };
+template <> struct is_sint<i16> { static const bool value = true; };
 template <> struct is_sint<i32> { static const bool value = true; };
 template <> struct is_sint<i64> { static const bool value = true; };
+// The unsigned integer of T's width (the bits of T).
 template <class T> struct uint_of { typedef T type; };
 template <> struct uint_of<i8> { typedef u8 type; };
+template <> struct uint_of<i16> { typedef u16 type; };
 template <> struct uint_of<i32> { typedef u32 type; };
 template <> struct uint_of<i64> { typedef u64 type; };
+// The unsigned type integer + - * and pow wrap in (truncated to T at the end): T's own
+// width, except 16 bits, whose operands C promotes to int, where a product can overflow.
+template <class T> struct wrap_of { typedef typename uint_of<T>::type type; };
+template <> struct wrap_of<i16> { typedef u32 type; };
+template <> struct wrap_of<u16> { typedef u32 type; };
 
 // Comparison directions (the values of tenferro_cuda.CompareDir's kernel codes).
 enum { CMP_EQ = 0, CMP_NE = 1, CMP_LT = 2, CMP_LE = 3, CMP_GT = 4, CMP_GE = 5 };
@@ -56,22 +68,22 @@ namespace ew {
 
 template <class T> __device__ __forceinline__ T add(T a, T b) {
   if constexpr (is_complex<T>::value) { return cadd(a, b); }
-  else if constexpr (is_int<T>::value) { typedef typename uint_of<T>::type U; return (T)(U)((U)a + (U)b); }
+  else if constexpr (is_int<T>::value) { typedef typename wrap_of<T>::type U; return (T)(U)((U)a + (U)b); }
   else { return narrow<T>(widen(a) + widen(b)); }
 }
 template <class T> __device__ __forceinline__ T sub(T a, T b) {
   if constexpr (is_complex<T>::value) { return csub(a, b); }
-  else if constexpr (is_int<T>::value) { typedef typename uint_of<T>::type U; return (T)(U)((U)a - (U)b); }
+  else if constexpr (is_int<T>::value) { typedef typename wrap_of<T>::type U; return (T)(U)((U)a - (U)b); }
   else { return narrow<T>(widen(a) - widen(b)); }
 }
 template <class T> __device__ __forceinline__ T mul(T a, T b) {
   if constexpr (is_complex<T>::value) { return cmul(a, b); }
-  else if constexpr (is_int<T>::value) { typedef typename uint_of<T>::type U; return (T)(U)((U)a * (U)b); }
+  else if constexpr (is_int<T>::value) { typedef typename wrap_of<T>::type U; return (T)(U)((U)a * (U)b); }
   else { return narrow<T>(widen(a) * widen(b)); }
 }
 template <class T> __device__ __forceinline__ T neg(T a) {
   if constexpr (is_complex<T>::value) { return T(-a.re, -a.im); }
-  else if constexpr (is_int<T>::value) { typedef typename uint_of<T>::type U; return (T)(U)((U)0 - (U)a); }
+  else if constexpr (is_int<T>::value) { typedef typename wrap_of<T>::type U; return (T)(U)((U)0 - (U)a); }
   else if constexpr (is_lowp<T>::value) { T r; r.bits = (unsigned short)(a.bits ^ 0x8000u); return r; }
   else { return -a; }
 }
@@ -152,7 +164,7 @@ template <int D, class T> __device__ __forceinline__ bool compare(T a, T b) {
 template <class T> __device__ __forceinline__ T pow(T a, T b, const Err& e) {
   if constexpr (is_complex<T>::value) { return cpow(a, b); }
   else if constexpr (is_int<T>::value) {
-    typedef typename uint_of<T>::type U;
+    typedef typename wrap_of<T>::type U;
     if constexpr (is_sint<T>::value) { if (b < T(0)) { e.raise(); return T(0); } }
     U r = 1, base = (U)a, k = (U)b;
     while (k) {

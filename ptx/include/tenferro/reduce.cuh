@@ -4,9 +4,9 @@
 // bitwise reproducible: no atomics, the same tree every run) and 16-byte vector loads.
 //
 // Accumulators: float for half/bfloat16; wrapping unsigned integers for integer sums and
-// products (u32 for int8/uint8/int32, u64 for int64: the low bits of a wrapped sum or
-// product do not depend on the width, so narrowing at the end equals wrapping in the input
-// dtype); the input type otherwise. max/min propagate NaN. and/or (bool and integers) are
+// products (u32 for 8-, 16- and 32-bit integers, u64 for 64-bit ones: the low bits of a
+// wrapped sum or product do not depend on the width, so narrowing at the end equals
+// wrapping in the input dtype); the input type otherwise. max/min propagate NaN. and/or (bool and integers) are
 // bitwise on the input sign-extended into u32 (u64 for 8-byte types): the low bits of the
 // result are the input-width result, and for bool (0 or 1) bitwise is logical.
 #pragma once
@@ -19,8 +19,12 @@ namespace rd {
 template <class T> struct wrap { typedef typename compute<T>::type type; };
 template <> struct wrap<i8> { typedef u32 type; };
 template <> struct wrap<u8> { typedef u32 type; };
+template <> struct wrap<i16> { typedef u32 type; };
+template <> struct wrap<u16> { typedef u32 type; };
 template <> struct wrap<i32> { typedef u32 type; };
+template <> struct wrap<u32> { typedef u32 type; };
 template <> struct wrap<i64> { typedef u64 type; };
+template <> struct wrap<u64> { typedef u64 type; };
 
 template <class A> struct num {
   static __device__ __forceinline__ A zero() { return A(0); }
@@ -135,6 +139,12 @@ __device__ __forceinline__ i8 shfl(i8 v, int m) {
 }
 __device__ __forceinline__ u8 shfl(u8 v, int m) {
   return (u8)__shfl_xor_sync(TF_FULL_MASK, (int)v, m);
+}
+__device__ __forceinline__ i16 shfl(i16 v, int m) {
+  return (i16)__shfl_xor_sync(TF_FULL_MASK, (int)v, m);
+}
+__device__ __forceinline__ u16 shfl(u16 v, int m) {
+  return (u16)__shfl_xor_sync(TF_FULL_MASK, (int)v, m);
 }
 template <class R> __device__ __forceinline__ complex<R> shfl(complex<R> v, int m) {
   return complex<R>(shfl(v.re, m), shfl(v.im, m));

@@ -9,6 +9,8 @@ namespace tf {
 
 typedef signed char i8;
 typedef unsigned char u8;
+typedef short i16;
+typedef unsigned short u16;
 typedef int i32;
 typedef unsigned int u32;
 typedef long long i64;
@@ -80,8 +82,12 @@ template <class R> struct real_of<complex<R> > { typedef R type; };
 template <class T> struct limits;
 template <> struct limits<i8> { static __device__ i8 lo() { return -128; } static __device__ i8 hi() { return 127; } };
 template <> struct limits<u8> { static __device__ u8 lo() { return 0; } static __device__ u8 hi() { return 255; } };
+template <> struct limits<i16> { static __device__ i16 lo() { return -32768; } static __device__ i16 hi() { return 32767; } };
+template <> struct limits<u16> { static __device__ u16 lo() { return 0; } static __device__ u16 hi() { return 65535; } };
 template <> struct limits<i32> { static __device__ i32 lo() { return (-2147483647 - 1); } static __device__ i32 hi() { return 2147483647; } };
+template <> struct limits<u32> { static __device__ u32 lo() { return 0u; } static __device__ u32 hi() { return 4294967295u; } };
 template <> struct limits<i64> { static __device__ i64 lo() { return (-9223372036854775807LL - 1); } static __device__ i64 hi() { return 9223372036854775807LL; } };
+template <> struct limits<u64> { static __device__ u64 lo() { return 0ull; } static __device__ u64 hi() { return 18446744073709551615ull; } };
 
 // ---- load/store in the compute type ---------------------------------------------------
 template <class T> __device__ __forceinline__ typename compute<T>::type widen(T v) { return v; }
@@ -92,7 +98,7 @@ template <class T> __device__ __forceinline__ T narrow(typename compute<T>::type
 template <> __device__ __forceinline__ half narrow<half>(float v) { return make_half(v); }
 template <> __device__ __forceinline__ bfloat16 narrow<bfloat16>(float v) { return make_bf16(v); }
 
-// ---- cast: every pair of the 11 dtypes -------------------------------------------------
+// ---- cast: every pair of the 15 dtypes -------------------------------------------------
 // Classify the source as a double (real part) and imaginary part, then project.
 template <class From> struct parts {
   static __device__ __forceinline__ double re(From v) { return (double)v; }
@@ -120,7 +126,8 @@ template <class R> struct parts<complex<R> > {
   static __device__ __forceinline__ bool nonzero(complex<R> v) { return v.re != R(0) || v.im != R(0); }
 };
 
-// float -> integer: truncate toward zero, saturate, NaN -> 0.
+// float -> integer: truncate toward zero, saturate, NaN -> 0. (double)hi() of a 64-bit
+// integer rounds up to 2^63 / 2^64, so every double below it converts exactly.
 template <class I> __device__ __forceinline__ I sat_int(double d) {
   if (d != d) return I(0);
   if (d <= (double)limits<I>::lo()) return limits<I>::lo();
@@ -155,8 +162,12 @@ template <class To> struct conv;
   };
 TF_INT_CONV(i8)
 TF_INT_CONV(u8)
+TF_INT_CONV(i16)
+TF_INT_CONV(u16)
 TF_INT_CONV(i32)
+TF_INT_CONV(u32)
 TF_INT_CONV(i64)
+TF_INT_CONV(u64)
 #undef TF_INT_CONV
 
 template <> struct conv<bool> {
@@ -168,7 +179,9 @@ template <> struct conv<float> {
   static __device__ __forceinline__ float go(half v) { return to_f32(v); }
   static __device__ __forceinline__ float go(bfloat16 v) { return to_f32(v); }
   static __device__ __forceinline__ float go(i64 v) { return (float)v; }
+  static __device__ __forceinline__ float go(u64 v) { return (float)v; }  // once, not via double
   static __device__ __forceinline__ float go(i32 v) { return (float)v; }
+  static __device__ __forceinline__ float go(u32 v) { return (float)v; }
   static __device__ __forceinline__ float go(complex<float> v) { return v.re; }
 };
 template <> struct conv<double> {
@@ -188,6 +201,11 @@ template <> struct conv<bfloat16> {
   static __device__ __forceinline__ bfloat16 go(i64 v) {
     float f = __ll2float_rz(v);
     if (__float2ll_rz(f) != v) f = __uint_as_float(__float_as_uint(f) | 1u);
+    return make_bf16(f);
+  }
+  static __device__ __forceinline__ bfloat16 go(u64 v) {  // the same for uint64
+    float f = __ull2float_rz(v);
+    if (__float2ull_rz(f) != v) f = __uint_as_float(__float_as_uint(f) | 1u);
     return make_bf16(f);
   }
   static __device__ __forceinline__ bfloat16 go(complex<float> v) { return make_bf16(v.re); }

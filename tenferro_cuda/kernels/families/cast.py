@@ -1,4 +1,4 @@
-"""ptx/cast.cu: the cast projection between every pair of the 11 dtypes, one instantiation
+"""ptx/cast.cu: the cast projection between every pair of the 15 dtypes, one instantiation
 per (target, source), in a compact and a strided form."""
 
 from ...dtypes import ALL_DTYPES
@@ -7,7 +7,7 @@ from ..registry import Entry, Family
 
 
 def instances() -> list[tuple[str, str]]:
-    """(``tf::CastOp<target>``, source ctype) for all 121 pairs."""
+    """(``tf::CastOp<target>``, source ctype) for all 225 pairs."""
     return [(CAST_KINDS[to].functor, src.ctype) for to in ALL_DTYPES for src in ALL_DTYPES]
 
 

@@ -1,9 +1,9 @@
 """ptx/dot_int.cu: the integer dot_general (tiled strided batched GEMM, wrapping)."""
 
-from ...dtypes import DType
+from ...dtypes import ALL_DTYPES
 from ..registry import Entry, Family
 
-INT_DTYPES = (DType.INT8, DType.UINT8, DType.INT32, DType.INT64)
+INT_DTYPES = tuple(d for d in ALL_DTYPES if d.is_integer)
 
 FAMILY = Family(
     "dot_int",

@@ -32,8 +32,10 @@ __all__ = ["METHODS", "FLAT_PARTIALS_CODES", "FLAT_FINISH_CODES", "axpby_contig_
            "axpby_strided_codes"]
 
 MIN_FLAT_CHUNK = 16384  # fewest elements one block of the flat reduction takes
-# Storage of the flat partials (the kernels' accumulator types, by size).
-_ACC = {DType.INT8: DType.INT32, DType.UINT8: DType.INT32, DType.INT32: DType.INT32,
+# Storage of the flat partials (the kernels' accumulator types, by size): 32-bit words for
+# the integers of up to 32 bits, float32 for float16/bfloat16; the dtype itself otherwise.
+_ACC = {DType.INT8: DType.INT32, DType.UINT8: DType.INT32, DType.INT16: DType.INT32,
+        DType.UINT16: DType.INT32, DType.INT32: DType.INT32, DType.UINT32: DType.INT32,
         DType.FLOAT16: DType.FLOAT32, DType.BFLOAT16: DType.FLOAT32}
 
 _exprs: BoundedCache = BoundedCache(1024)

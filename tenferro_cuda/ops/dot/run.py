@@ -34,7 +34,7 @@ _INT_TILE = 64
 _GRID_YZ = 65535
 _GRID_X = (1 << 31) - 1
 # tf::dot_int parameters: out, lhs, rhs; batch, m, n, k; 9 strides; alpha, beta in the
-# accumulator type (u32, or u64 for int64); beta_zero.
+# accumulator type (u32, or u64 for int64/uint64); beta_zero.
 INT_CODES = {False: "PPP" + "q" * 13 + "II" + "i", True: "PPP" + "q" * 13 + "QQ" + "i"}
 INTEGER = frozenset(d for d in DType if d.is_integer)
 COMPLEX = frozenset(d for d in DType if d.is_complex)
@@ -143,7 +143,7 @@ def _int_product(ctx: ExecContext, plan: GemmPlan, pa: int, pb: int, pc: int, dt
                  alpha: int, beta: int, op: str) -> None:
     """``ptx/dot_int.cu``: wrapping integer arithmetic, any strides."""
     fn = ctx.function("dot_int", f"tf::dot_int<{dtype.ctype}>")
-    wide = dtype is DType.INT64
+    wide = dtype.itemsize == 8
     mask = (1 << (64 if wide else 32)) - 1
     launch = ctx.prepare(("dot_int", dtype), fn, INT_CODES[wide], block=(256, 1, 1), op=op)
     grid = (min(-(-plan.n // _INT_TILE), _GRID_X), min(-(-plan.m // _INT_TILE), _GRID_YZ),

@@ -1,4 +1,4 @@
-"""Dtype conversion functions: ``cast`` (the projection between any two of the 11 dtypes)
+"""Dtype conversion functions: ``cast`` (the projection between any two of the 15 dtypes)
 and ``convert`` (only along the value-preserving promotion lattice of
 ``dtypes.lattice_allows``; anything else raises ``UnsupportedDTypeConversionError``).
 
@@ -45,7 +45,7 @@ def cast(ctx: ExecContext, x: Tensor | TensorView, to: DType | str) -> Tensor:
     Raises
     ------
     UnsupportedDTypeError
-        ``to`` is not one of the 11 dtypes.
+        ``to`` is not one of the 15 dtypes.
     RuntimeStateError
         ``x`` is not resident on this session, or the session is closed.
     """
@@ -74,7 +74,7 @@ def convert(ctx: ExecContext, x: Tensor | TensorView, to: DType | str) -> Tensor
     UnsupportedDTypeConversionError
         The lattice does not allow ``x.dtype -> to`` (use ``cast``).
     UnsupportedDTypeError
-        ``to`` is not one of the 11 dtypes.
+        ``to`` is not one of the 15 dtypes.
     RuntimeStateError
         ``x`` is not resident on this session, or the session is closed.
     """

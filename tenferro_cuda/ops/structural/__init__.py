@@ -3,7 +3,7 @@ and copies between views. Semantics in ``shapes/structural.py``; kernels in
 ``ptx/permute.cu`` (permutation copies) and ``ptx/structural.cu`` (triangular masks).
 
 Every op accepts owned tensors and views (the ``*_read`` names are the same functions),
-works for all 11 dtypes (a permutation moves bits), validates everything before allocating
+works for all 15 dtypes (a permutation moves bits), validates everything before allocating
 or launching, and only enqueues. Each op except ``reshape`` returns a fresh compact
 tensor. Copies go through the storage family (``ops/storage``).
 ``reshape`` returns a Tensor that *shares the buffer* of its input when the input is its

@@ -1,0 +1,155 @@
+"""The elementwise functors of ptx/include/tenferro/ops.cuh on the integer dtypes, and the
+cast projection between every pair of dtypes but float16/bfloat16 (whose conversions are
+PTX), compiled by the host C++ compiler against a small emulation of the CUDA built-ins
+and run on every pair of special values (0, 1, the extremes, the top bit, -1) and on
+random operands, against the numpy reference of tests/gpu (test_elementwise_ref.py,
+stablehlo_ref.py, test_cast_ref.py). This checks the device definitions of wrapping,
+division, powers, shifts and bit counts of all eight integer widths and signednesses
+without a GPU; the GPU tier runs the same references through the kernels. Skipped when no
+C++17 compiler is present."""
+
+from __future__ import annotations
+
+import ctypes
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+from test_cast import cast_inputs
+from test_cast_ref import cast_ref
+from test_elementwise_ref import REF, inputs_for, mismatch, pairs, specials
+
+from tenferro_cuda.dtypes import ALL_DTYPES, DType
+from tenferro_cuda.kernels.registry import INCLUDE_DIR
+from tenferro_cuda.shapes.elementwise import CAST_KINDS, KINDS
+
+SHIM = r"""
+#pragma once
+#include <cmath>
+#include <cstring>
+#include <math.h>
+#define __global__
+#define __device__
+#define __forceinline__ inline
+#define __launch_bounds__(...)
+#define __align__(n) __attribute__((aligned(n)))
+#define __shared__ static
+using std::isinf; using std::isnan; using std::isfinite;
+inline float __uint_as_float(unsigned u) { float f; std::memcpy(&f, &u, 4); return f; }
+inline unsigned __float_as_uint(float f) { unsigned u; std::memcpy(&u, &f, 4); return u; }
+inline float __int_as_float(int i) { float f; std::memcpy(&f, &i, 4); return f; }
+inline double __longlong_as_double(long long i) { double d; std::memcpy(&d, &i, 8); return d; }
+inline long long __double_as_longlong(double d) { long long i; std::memcpy(&i, &d, 8); return i; }
+inline float __double2float_rz(double d) { return (float)d; }  // (bfloat16 only: unused)
+inline float __ll2float_rz(long long v) { return (float)v; }
+inline long long __float2ll_rz(float f) { return (long long)f; }
+inline float __ull2float_rz(unsigned long long v) { return (float)v; }
+inline unsigned long long __float2ull_rz(float f) { return (unsigned long long)f; }
+inline int __popc(unsigned v) { return __builtin_popcount(v); }
+inline int __popcll(unsigned long long v) { return __builtin_popcountll(v); }
+inline int __clz(int v) { return v == 0 ? 32 : __builtin_clz((unsigned)v); }
+inline int __clzll(long long v) { return v == 0 ? 64 : __builtin_clzll((unsigned long long)v); }
+inline int atomicCAS(int* p, int c, int v) { int o = *p; if (o == c) *p = v; return o; }
+"""
+INTS = [d for d in ALL_DTYPES if d.is_integer]
+OPS = [(k, d) for k in KINDS for d in INTS if KINDS[k].instantiable(d)]
+HOST = [d for d in ALL_DTYPES if d not in (DType.FLOAT16, DType.BFLOAT16)]
+CASTS = [(a, b) for a in HOST for b in HOST]
+
+
+def _op_wrapper(i: int, key: str, dtype: DType) -> str:
+    kind = KINDS[key]
+    f, t = kind.functor, dtype.ctype
+    roles = "abc"[:kind.arity]
+    params = ", ".join(f"const void* {r}" for r in roles)
+    args = ", ".join(f"((const typename Ty::{r}*){r})[i]" for r in roles)
+    return (f'extern "C" void op{i}({params}, void* o, long n, int* err) {{ '
+            f"typedef {f}::types<{t}> Ty; Err e{{err, 1}}; for (long i = 0; i < n; ++i) "
+            f"((typename Ty::out*)o)[i] = {f}::apply<{t}>({args}, e); }}")
+
+
+def _cast_wrapper(i: int, src: DType, dst: DType) -> str:
+    f = CAST_KINDS[dst].functor
+    return (f'extern "C" void cast{i}(const void* a, void* o, long n) {{ Err e{{nullptr, 0}}; '
+            f"for (long i = 0; i < n; ++i) (({dst.ctype}*)o)[i] = "
+            f"{f}::apply<{src.ctype}>(((const {src.ctype}*)a)[i], e); }}")
+
+
+@pytest.fixture(scope="module")
+def lib(tmp_path_factory):
+    cxx = shutil.which("g++") or shutil.which("clang++")
+    if cxx is None:
+        pytest.skip("no host C++ compiler for the functor emulation")
+    d = tmp_path_factory.mktemp("ewfunctors")
+    (d / "shim.h").write_text(SHIM)
+    lines = ['#include "shim.h"', '#include "tenferro/ops.cuh"', "using namespace tf;"]
+    lines += [_op_wrapper(i, k, dt) for i, (k, dt) in enumerate(OPS)]
+    lines += [_cast_wrapper(i, a, b) for i, (a, b) in enumerate(CASTS)]
+    (d / "ew.cpp").write_text("\n".join(lines))
+    out = d / "libew.so"
+    proc = subprocess.run([cxx, "-std=c++17", "-O1", "-shared", "-fPIC", "-w", f"-I{d}",
+                           f"-I{INCLUDE_DIR}", str(d / "ew.cpp"), "-o", str(out)],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return ctypes.CDLL(str(out))
+
+
+def _ptr(a: np.ndarray) -> ctypes.c_void_p:
+    return a.ctypes.data_as(ctypes.c_void_p)
+
+
+def _special_operands(key: str, dtype: DType) -> list[np.ndarray]:
+    """Every pair (triple for clamp) of special values inside the op's domain."""
+    vals = specials(dtype.numpy)
+    arity = KINDS[key].arity
+    if arity == 1:
+        return [vals]
+    if key == "select":
+        a, b = pairs(vals)
+        return [np.arange(a.size) % 3 == 0, a, b]
+    if key == "clamp":
+        return [g.reshape(-1) for g in np.meshgrid(vals, vals, vals, indexing="ij")]
+    a, b = pairs(vals)
+    keep = np.ones(a.size, bool)
+    if key in ("div", "rem"):
+        keep = b != 0
+    return [a[keep], b[keep]]
+
+
+def _run(lib, i: int, arrays, want: np.ndarray) -> tuple[np.ndarray, int]:
+    arrays = [np.ascontiguousarray(a) for a in arrays]
+    out = np.empty(want.shape, want.dtype)
+    err = ctypes.c_int(0)
+    getattr(lib, f"op{i}")(*[_ptr(a) for a in arrays], _ptr(out), ctypes.c_long(out.size),
+                           ctypes.byref(err))
+    return out, err.value
+
+
+@pytest.mark.parametrize("i", range(len(OPS)), ids=[f"{k}-{d.value}" for k, d in OPS])
+def test_integer_functor_matches_numpy(lib, i):
+    key, dtype = OPS[i]
+    for arrays in (_special_operands(key, dtype),
+                   inputs_for(np.random.default_rng(3), key, dtype.numpy, (2000,))):
+        want, error = REF[key](*arrays)
+        got, raised = _run(lib, i, arrays, want)
+        assert mismatch(got, want, None) is None
+        assert bool(raised) == error  # negative exponents of signed dtypes among specials
+
+
+@pytest.mark.parametrize("dtype", INTS, ids=lambda d: d.value)
+def test_division_by_zero_raises_and_gives_zero(lib, dtype):
+    for key in ("div", "rem"):
+        i = OPS.index((key, dtype))
+        a, b = np.array([5, 7], dtype.numpy), np.array([0, 2], dtype.numpy)
+        got, raised = _run(lib, i, [a, b], REF[key](a, b)[0])
+        assert raised == 1 and got[0] == 0 and got[1] == REF[key](a, b)[0][1]
+
+
+@pytest.mark.parametrize("i", range(len(CASTS)), ids=[f"{a.value}-{b.value}" for a, b in CASTS])
+def test_cast_matches_numpy(lib, i):
+    src, dst = CASTS[i]
+    a = np.ascontiguousarray(cast_inputs(src))
+    out = np.empty(a.shape, dst.numpy)
+    getattr(lib, f"cast{i}")(_ptr(a), _ptr(out), ctypes.c_long(a.size))
+    assert mismatch(out, cast_ref(a, dst.numpy), None) is None
