@@ -27,10 +27,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from . import _driver_graph as dg
+from .authority import Authority
 from .errors import BackendSourceError, RuntimeStateError, ValidationError
 from .exec import entry, guard
 from .exec.aliasing import byte_range, check_writable
-from .exec.authority import Authority
 from .exec.capture import CaptureState, GraphMemory, refused
 from .exec.residency import resident
 from .tensor import _Strided
@@ -297,7 +297,7 @@ class CaptureScope(Authority):
         if graph is None or graph._state is None:
             return
         state: CaptureState = graph._state
-        ctx = state.ctx
+        ctx = graph._ctx  # the session's ExecContext (the state's owner)
         if state.abandoned:
             graph._state = None
             if exc_type is None:

@@ -13,10 +13,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from .authority import Authority, Scope
 from .dtypes import DType
 from .errors import UnsupportedDTypeError, ValidationError
 from .exec.aliasing import check_distinct_elements, check_writable
-from .exec.authority import Authority, Scope
 from .exec.context import ExecContext
 from .exec.residency import resident
 from .kernels.registry import family as family_of

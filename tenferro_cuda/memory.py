@@ -34,8 +34,8 @@ import threading
 from typing import Any
 
 from . import _driver_memory
+from .authority import Authority
 from .errors import OutOfMemoryError
-from .exec.authority import Authority
 
 _alloc_ids = itertools.count(1)
 _next_id = _alloc_ids.__next__

@@ -18,11 +18,11 @@ from typing import Any
 import numpy as np
 
 from . import _driver
+from .authority import Authority, Scope
 from .dtypes import DType, as_dtype
 from .errors import ValidationError
 from .exec import entry, guard
 from .exec.aliasing import check_writable
-from .exec.authority import Authority, Scope
 from .exec.context import ExecContext
 from .exec.residency import resident
 from .kernels.compiler import compile_cached

@@ -9,7 +9,7 @@ from __future__ import annotations
 import threading
 
 from . import _driver
-from .exec.authority import Authority, Scope
+from .authority import Authority, Scope
 from .exec.context import ExecContext
 
 __all__ = ["DevicePointer", "StreamHandle", "Module", "Function"]

@@ -17,16 +17,16 @@ import enum
 import itertools
 import os
 import threading
-from dataclasses import dataclass
 
 from . import _driver
+from .authority import Authority
+from .device_info import AllocationDomainId, CudaDeviceInfo, CudaRuntimeIdentity, read_info
 from .errors import ContextLostError, CudaDeviceError, RuntimeStateError
 from .exec import guard
-from .exec.authority import Authority
 from .exec.context import ExecContext
 from .exec.device_errors import error_code, error_message
-from .exec.memo import BoundedCache
 from .kernels.compiler import compile_cached, compile_family, shared_cache
+from .memo import BoundedCache
 from .memory import MemoryPool
 
 __all__ = ["CudaRuntime", "CudaDeviceInfo", "CudaRuntimeIdentity", "AllocationDomainId",
@@ -51,72 +51,8 @@ class GpuExtensionCapability(enum.Enum):
 Capability = GpuExtensionCapability  # the short name, kept as an alias
 
 
-@dataclass(frozen=True)
-class CudaDeviceInfo:
-    """Immutable facts about one device."""
-
-    ordinal: int
-    name: str
-    uuid: str
-    compute_capability: tuple[int, int]
-    total_memory: int
-    multiprocessor_count: int
-    l2_cache_bytes: int
-    memory_bus_width_bits: int
-    memory_clock_khz: int
-    max_threads_per_block: int
-    max_block_dims: tuple[int, int, int]
-    max_grid_dims: tuple[int, int, int]
-    max_shared_per_block: int
-    memory_pools_supported: bool
-
-    @property
-    def arch(self) -> int:
-        """The NVRTC target (``90`` for sm_90)."""
-        major, minor = self.compute_capability
-        return 10 * major + minor
-
-    @property
-    def peak_bandwidth_gbps(self) -> float:
-        """Theoretical DRAM bandwidth: 2 transfers per clock x bus width."""
-        return 2 * self.memory_clock_khz * 1e3 * self.memory_bus_width_bits / 8 / 1e9
-
-
-@dataclass(frozen=True)
-class CudaRuntimeIdentity:
-    ordinal: int
-    uuid: str
-    serial: int
-    pid: int
-
-
-@dataclass(frozen=True)
-class AllocationDomainId:
-    value: int
-
-
 RESOURCE_LIMIT = 256  # extension resources kept per runtime
 _serials = itertools.count(1)
-
-
-def _read_info(ordinal: int, dev) -> CudaDeviceInfo:
-    a = _driver.device_attributes(dev)
-    return CudaDeviceInfo(
-        ordinal=ordinal,
-        name=_driver.device_name(dev),
-        uuid=_driver.device_uuid(dev),
-        compute_capability=(a["cc_major"], a["cc_minor"]),
-        total_memory=int(_driver.device_total_mem(dev)),
-        multiprocessor_count=a["sm_count"],
-        l2_cache_bytes=a["l2_bytes"],
-        memory_bus_width_bits=a["bus_width_bits"],
-        memory_clock_khz=a["memory_clock_khz"],
-        max_threads_per_block=a["max_threads_per_block"],
-        max_block_dims=(a["max_block_x"], a["max_block_y"], a["max_block_z"]),
-        max_grid_dims=(a["max_grid_x"], a["max_grid_y"], a["max_grid_z"]),
-        max_shared_per_block=a["max_shared_per_block_optin"],
-        memory_pools_supported=bool(a["memory_pools"]),
-    )
 
 
 class CudaRuntime(Authority):
@@ -134,7 +70,7 @@ class CudaRuntime(Authority):
         self.ordinal = ordinal
         self.pid = os.getpid()
         self.device = _driver.device(ordinal)
-        self.info = _read_info(ordinal, self.device)
+        self.info = read_info(ordinal, self.device)
         self.context = _driver.primary_ctx_retain(self.device)
         self.context_id = int(self.context)
         serial = next(_serials)

@@ -27,9 +27,9 @@ from typing import Any, TypeVar
 
 from . import nvtx
 from ._session_ops import SessionOps
+from .authority import Authority, Scope
 from .errors import SessionEntryError, ValidationError
 from .exec import entry
-from .exec.authority import Authority, Scope
 from .exec.context import ExecContext
 from .exec.guard import ScopeGuard
 from .exec.residency import resident

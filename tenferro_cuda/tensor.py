@@ -19,7 +19,7 @@ import numpy as np
 
 from .dtypes import DType, as_dtype
 from .errors import RuntimeStateError, ValidationError
-from .exec.memo import BoundedCache
+from .memo import BoundedCache
 
 if TYPE_CHECKING:
     from .memory import DeviceBuffer

@@ -23,9 +23,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from .. import _nccl
+from ..authority import Authority
 from ..errors import RuntimeStateError, ValidationError
 from ..exec import entry, guard
-from ..exec.authority import Authority
 from . import calls, ranks
 
 __all__ = ["Communicator", "unique_id"]

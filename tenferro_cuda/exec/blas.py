@@ -21,18 +21,18 @@ from __future__ import annotations
 
 import ctypes
 import struct
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
 from .. import _cublas, _cublas_lt
+from ..authority import Authority
 from ..dtypes import DType
 from ..errors import BackendSourceError
-from .authority import Authority
 from .blas_groups import PinnedRing, PointerGemm
 
 if TYPE_CHECKING:
-    from .context import ExecContext
+    from ..memory import DeviceBuffer
 
 __all__ = ["Blas", "BLAS_TYPES", "GROUPED_DTYPES", "has_grouped"]
 
@@ -66,12 +66,24 @@ def _types(dtype: DType, precision: str) -> tuple[int, int, Any, bool]:
     return cuda_type, compute, layout, is_complex
 
 
+class Owner(Protocol):
+    """What cuBLAS uses of its execution context (``exec/context.ExecContext``): the
+    stream, scratch memory, host-to-device copies, and the capture in progress."""
+
+    stream: Any
+    capture: Any  # a CaptureState while the stream is captured, else None
+
+    def alloc_bytes(self, nbytes: int, op: str) -> DeviceBuffer: ...
+
+    def upload(self, dst: int, host: int, nbytes: int, op: str) -> None: ...
+
+
 class Blas(Authority):
     """One cuBLAS handle on one execution context's stream (see the module docstring)."""
 
     __slots__ = ("handle", "_scalars", "_address", "_ring")
 
-    def __init__(self, ctx: ExecContext, op: str) -> None:
+    def __init__(self, ctx: Owner, op: str) -> None:
         try:
             _cublas.load()
         except BackendSourceError as exc:  # name the op; keep the library's message
@@ -131,7 +143,7 @@ class Blas(Authority):
         return PointerGemm(self.handle, keys, sizes, cuda_type, compute, layout, is_complex,
                            GROUPED_DTYPES.get(dtype))
 
-    def upload_pointers(self, ctx: ExecContext, dst: int, data: np.ndarray, op: str) -> None:
+    def upload_pointers(self, ctx: Owner, dst: int, data: np.ndarray, op: str) -> None:
         """Enqueue the copy of the host array ``data`` to ``dst`` through pinned staging
         (never waits; ``blas_groups.PinnedRing``). During a capture the array is a
         constant of the graph instead: copied once into graph memory, outside the graph

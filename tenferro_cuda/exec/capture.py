@@ -27,14 +27,13 @@ from __future__ import annotations
 
 import sys
 import weakref
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .. import _driver, _driver_graph, _driver_memory
 from ..errors import RuntimeStateError
 
 if TYPE_CHECKING:
     from ..memory import DeviceBuffer, _Arena
-    from .context import ExecContext
 
 __all__ = ["NOT_CAPTURABLE", "CaptureState", "GraphMemory", "refused"]
 
@@ -133,13 +132,27 @@ class GraphMemory:
             self.close()
 
 
+class Capturing(Protocol):
+    """What a capture uses of its execution context (``exec/context.ExecContext``, which
+    owns the capture: the capture only flips its mode back and reads its stream, arena
+    and cuBLAS)."""
+
+    thread: int
+    stream: Any
+    home: _Arena
+    closed: bool
+    eager: bool
+    capture: CaptureState | None
+    _blas: Any
+
+
 class CaptureState:
     """One capture in progress on one execution context (see the module docstring)."""
 
     __slots__ = ("ctx", "memory", "external", "kept", "ops", "table_users", "written",
                  "abandoned", "refused", "blas_workspace")
 
-    def __init__(self, ctx: ExecContext, memory: GraphMemory) -> None:
+    def __init__(self, ctx: Capturing, memory: GraphMemory) -> None:
         self.ctx, self.memory = ctx, memory
         self.external: dict[int, Any] = {}  # id -> tensor or view given to an op
         self.kept: dict[int, DeviceBuffer] = {}  # alloc_id -> buffer the graph uses

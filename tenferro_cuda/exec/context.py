@@ -16,30 +16,58 @@ from __future__ import annotations
 
 import math
 import threading
-from typing import TYPE_CHECKING, Any
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .. import _driver, _driver_memory
+from ..authority import Authority
 from ..debug import allow_host_sync
 from ..dtypes import DType
+from ..memo import BoundedCache
 from ..tensor import Tensor
 from . import guard
-from .authority import Authority
 from .device_errors import error_code
-from .memo import BoundedCache
 
 if TYPE_CHECKING:
+    from ..device_info import AllocationDomainId, CudaDeviceInfo, CudaRuntimeIdentity
     from ..kernels.launch import PreparedLaunch
-    from ..memory import DeviceBuffer, _Arena
-    from ..runtime import CudaDeviceInfo, CudaRuntime
+    from ..memory import DeviceBuffer, MemoryPool, _Arena
     from .blas import Blas
     from .capture import CaptureState
     from .peer import Link
 
-__all__ = ["ExecContext", "BLOCK"]
+__all__ = ["ExecContext", "Runtime", "BLOCK"]
 
 BLOCK = 256  # threads per block of the 1-D library kernels
 LAUNCH_LIMIT = 1024  # prepared launches kept per context
 MEMO_LIMIT = 4096  # plans and prepared calls kept per context
+
+
+class Runtime(Protocol):
+    """What an execution context, and the ops over it, use of their runtime: the
+    ``runtime.CudaRuntime`` of the device, which lives above the execution core."""
+
+    context: Any  # the primary CUcontext
+    context_id: int
+    ordinal: int
+    device: Any  # the CUdevice
+    domain: AllocationDomainId
+    identity: CudaRuntimeIdentity
+    info: CudaDeviceInfo
+    pool: MemoryPool
+    resources: BoundedCache
+
+    def check_alive(self, op: str = "") -> None: ...
+
+    def current(self) -> AbstractContextManager[None]: ...
+
+    def load_module(self, image: bytes, op: str = "") -> Any: ...
+
+    def function(self, family: str, expression: str,
+                 extra_options: tuple[str, ...] = ()) -> Any: ...
+
+    def function_from_source(self, source: str, name: str, expression: str,
+                             extra_options: tuple[str, ...] = (), op: str = "") -> Any: ...
 
 
 class ExecContext(Authority):
@@ -50,13 +78,13 @@ class ExecContext(Authority):
                  "dot_slots", "session_open", "pending", "closed", "eager", "capture",
                  "aux_stream", "_blas", "events", "links")
 
-    runtime: CudaRuntime
+    runtime: Runtime
     info: CudaDeviceInfo
     stream: Any  # the CUstream
     home: _Arena
     err_word: DeviceBuffer
 
-    def __init__(self, runtime: CudaRuntime) -> None:
+    def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
         self.thread = threading.get_ident()
         self.context, self.context_id = runtime.context, runtime.context_id

@@ -34,9 +34,9 @@ import threading
 from typing import Any
 
 from .. import _driver, _driver_memory
+from ..authority import Authority
 from ..errors import BackendSourceError, ContextLostError, UnsupportedError, ValidationError
 from . import guard
-from .authority import Authority
 
 __all__ = ["ROUTES", "SLOT_BYTES", "SLOTS", "Link", "route", "choose", "peer_capable"]
 

@@ -26,7 +26,7 @@ import warnings
 from pathlib import Path
 
 from .._nvrtc import CompiledProgram
-from ..exec.memo import BoundedCache
+from ..memo import BoundedCache
 
 log = logging.getLogger("tenferro_cuda")
 MAGIC = b"TFK2"  # TFK1 entries carried no key: read as misses

@@ -26,8 +26,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from .. import _driver
+from ..authority import Authority
 from ..errors import ValidationError
-from ..exec.authority import Authority
 from .args import parse_codes
 
 __all__ = ["PreparedLaunch", "check_geometry"]

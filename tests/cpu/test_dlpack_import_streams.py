@@ -13,9 +13,9 @@ import pytest
 from reference.dlpack_fakes import OUR_STREAM, Interop, LegacyProducer, Producer, StreamObject
 
 from tenferro_cuda import _driver, _foreign, dlpack
+from tenferro_cuda.authority import Scope
 from tenferro_cuda.dtypes import DType
 from tenferro_cuda.errors import RuntimeStateError, UnsupportedDTypeError, ValidationError
-from tenferro_cuda.exec.authority import Scope
 from tenferro_cuda.ops import interop
 from tenferro_cuda.raw import StreamHandle
 from tenferro_cuda.tensor import Tensor, TensorView

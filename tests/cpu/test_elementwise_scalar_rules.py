@@ -21,8 +21,8 @@ from tenferro_cuda.shapes.elementwise import KINDS, infer
 from tenferro_cuda.shapes.scalars import Misfit, bits, converter, is_scalar
 
 D = DType
-KIND_OF = {D.BOOL: 0, D.INT8: 1, D.UINT8: 1, D.INT32: 1, D.INT64: 1, D.FLOAT16: 2,
-           D.BFLOAT16: 2, D.FLOAT32: 2, D.FLOAT64: 2, D.COMPLEX64: 3, D.COMPLEX128: 3}
+KIND_OF = {d: 0 if d is D.BOOL else 1 if d.is_integer else 3 if d.is_complex else 2
+           for d in ALL_DTYPES}  # bool < int < float < complex
 SAMPLES = [(True, 0), (np.bool_(False), 0), (3, 1), (np.int8(2), 1), (np.uint64(7), 1),
            (2.5, 2), (np.float32(0.5), 2), (ml_dtypes.bfloat16(1.5), 2), (1 - 2j, 3),
            (np.complex64(2j), 3)]

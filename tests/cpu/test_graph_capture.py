@@ -11,10 +11,10 @@ from types import SimpleNamespace
 import pytest
 
 from tenferro_cuda import _driver_graph, _driver_memory
+from tenferro_cuda.authority import Scope
 from tenferro_cuda.dtypes import DType
 from tenferro_cuda.errors import RuntimeStateError, ValidationError
 from tenferro_cuda.exec import capture as cap
-from tenferro_cuda.exec.authority import Scope
 from tenferro_cuda.graph import CaptureScope, CudaGraph
 from tenferro_cuda.graph_rebind import NodeTable
 from tenferro_cuda.memory import DeviceBuffer, _Arena

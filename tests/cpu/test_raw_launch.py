@@ -11,8 +11,8 @@ import struct
 import pytest
 from test_elementwise_emu import emulated_session
 
+from tenferro_cuda.authority import Scope
 from tenferro_cuda.errors import RuntimeStateError, ValidationError
-from tenferro_cuda.exec.authority import Scope
 from tenferro_cuda.kernels import launch as launch_mod
 from tenferro_cuda.raw import Function, KernelArg, LaunchConfig, Module, RawSession
 

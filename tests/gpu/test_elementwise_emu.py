@@ -25,10 +25,10 @@ from reference.fake_context import FakeContext
 from test_cast_ref import cast_ref
 from test_elementwise_ref import REF
 
+from tenferro_cuda.authority import Scope
 from tenferro_cuda.dtypes import ALL_DTYPES, DType
 from tenferro_cuda.errors import ValidationError
 from tenferro_cuda.exec import entry
-from tenferro_cuda.exec.authority import Scope
 from tenferro_cuda.kernels import launch as launch_mod
 from tenferro_cuda.ops.elementwise.engine import operand_dtypes
 from tenferro_cuda.ops.elementwise.layout import tile_bytes

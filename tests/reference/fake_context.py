@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from tenferro_cuda.exec.memo import BoundedCache
+from tenferro_cuda.memo import BoundedCache
 from tenferro_cuda.tensor import Tensor
 
 __all__ = ["FakeContext", "FakeSession", "HostMemory", "FakeBuffer", "INFO"]

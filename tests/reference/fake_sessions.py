@@ -15,8 +15,8 @@ import numpy as np
 
 import tenferro_cuda as tc
 from tenferro_cuda import _nccl
+from tenferro_cuda.authority import Scope
 from tenferro_cuda.exec import entry, guard
-from tenferro_cuda.exec.authority import Scope
 from tenferro_cuda.tensor import Tensor
 
 from .fake_context import FakeContext, HostMemory

@@ -38,7 +38,7 @@ from ...configs.dot import OVERWRITE, DotGeneralAccumulation, DotGeneralConfig
 from ...errors import ValidationError
 from ...exec.aliasing import check_output, check_writable
 from ...exec.context import ExecContext
-from ...exec.memo import BoundedCache
+from ...memo import BoundedCache
 from ...shapes import dot as shapes_dot
 from ...tensor import Tensor, TensorView, _Strided
 from .grouped import grouped_gemm

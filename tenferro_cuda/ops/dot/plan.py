@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ...exec.memo import BoundedCache
+from ...memo import BoundedCache
 
 __all__ = ["GemmPlan", "plan_dot", "plan_cached", "OP_N", "OP_T", "OP_C", "INT32_MAX"]
 

@@ -33,10 +33,10 @@ from ...configs.fusion import ElementwiseFusionPlan
 from ...dtypes import DType
 from ...errors import ValidationError
 from ...exec.context import BLOCK, ExecContext
-from ...exec.memo import BoundedCache
 from ...exec.residency import resident
 from ...fusion_codegen import OPTIONS, UNROLL, arg_codes, generate, spec_for
 from ...kernels.args import layout_bytes
+from ...memo import BoundedCache
 from ...shapes.fusion import TypedPlan, output_shape, type_plan
 from ...tensor import Tensor, TensorView, _Strided
 from ..elementwise.engine import base_ptr, resident_blocks

@@ -24,8 +24,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from ...exec.context import ExecContext
-from ...exec.memo import BoundedCache
 from ...exec.residency import resident
+from ...memo import BoundedCache
 from ...shapes import reduction as shp
 from ...tensor import Tensor, TensorView
 from .. import storage

@@ -15,10 +15,10 @@ from typing import NamedTuple
 
 from ...dtypes import DType
 from ...exec.context import ExecContext
-from ...exec.memo import BoundedCache
 from ...exec.residency import resident
 from ...kernels.args import layout_bytes
 from ...kernels.families import argreduce as fam
+from ...memo import BoundedCache
 from ...shapes import reduction_arg as plan
 from ...shapes import reduction_axis as shp
 from ...tensor import Tensor, TensorView

@@ -15,9 +15,9 @@ from typing import NamedTuple
 
 from ...dtypes import DType
 from ...exec.context import ExecContext
-from ...exec.memo import BoundedCache
 from ...kernels.args import layout_bytes
 from ...kernels.families import reduce as fam
+from ...memo import BoundedCache
 from ...shapes.reduction_plan import BLOCK, Machine, RowPass, classify, plan_reduce
 from ...tensor import _Strided
 

@@ -19,11 +19,11 @@ from typing import NamedTuple
 
 from ...dtypes import DType
 from ...exec.context import ExecContext
-from ...exec.memo import BoundedCache
 from ...exec.residency import resident
 from ...kernels.args import layout_bytes
 from ...kernels.families import scan as fam
 from ...kernels.families.reduce import partial_dtype
+from ...memo import BoundedCache
 from ...shapes import reduction_axis as shp
 from ...shapes import reduction_scan as plan
 from ...tensor import Tensor, TensorView

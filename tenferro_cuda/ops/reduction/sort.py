@@ -17,10 +17,10 @@ from collections.abc import Callable
 
 from ...dtypes import DType
 from ...exec.context import ExecContext
-from ...exec.memo import BoundedCache
 from ...exec.residency import resident
 from ...kernels.args import layout_bytes
 from ...kernels.families import sort as fam
+from ...memo import BoundedCache
 from ...shapes import reduction_axis as shp
 from ...shapes import reduction_sort as plan
 from ...tensor import Tensor, TensorView, is_row_major

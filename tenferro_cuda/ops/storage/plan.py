@@ -26,8 +26,8 @@ import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ...exec.memo import BoundedCache
 from ...kernels.families.permute import ROW_VECTORS, TILE, row_expression, tiled_expression
+from ...memo import BoundedCache
 
 THREADS = 256
 ROW_UNROLL = 4  # TF_ROW_UNROLL in permute.cu

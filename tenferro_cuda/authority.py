@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import threading
 
-from ..errors import RuntimeStateError
+from .errors import RuntimeStateError
 
 __all__ = ["Authority", "Scope"]
 
