@@ -1,13 +1,19 @@
 """The CPU tier: the NVRTC builds of the compile tests (``reference/nvrtc_builds.py``)
 start in worker processes as soon as collection ends, in the order of the tests, and
-the workers stop when the run ends."""
+the workers stop when the run ends. The fixtures ``nccl`` (a fake NCCL) and ``two`` (a
+communicator over two fake sessions) serve the collectives' tests."""
 
 from __future__ import annotations
 
+import gc
 import inspect
 
 import pytest
 from reference import nvrtc_builds
+from reference.fake_context import HostMemory
+from reference.fake_sessions import Ctx, Session, install
+
+from tenferro_cuda.collectives import Communicator
 
 
 def _builds_of(item: pytest.Item) -> list[nvrtc_builds.Build]:
@@ -28,3 +34,23 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     nvrtc_builds.shutdown()
+
+
+# --- the collectives' fakes (test_collectives*.py) ---------------------------------------
+
+@pytest.fixture
+def nccl(monkeypatch):
+    lib = install(monkeypatch)
+    yield lib
+    gc.collect()  # communicators a test left open are aborted into this fake, not the next
+
+
+@pytest.fixture
+def two(nccl):
+    memory = HostMemory()
+    sessions = [Session(Ctx(memory, 0)), Session(Ctx(memory, 1))]
+    comm = Communicator.from_sessions(sessions)
+    nccl.log.clear()
+    yield comm, sessions, nccl
+    if not comm.closed:
+        comm.abort()

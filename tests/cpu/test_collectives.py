@@ -17,31 +17,12 @@ import numpy as np
 import pytest
 from reference.fake_context import HostMemory
 from reference.fake_nccl import FakeNccl
-from reference.fake_sessions import Ctx, Session, install, names, put
+from reference.fake_sessions import Ctx, Session, names, put
 
 import tenferro_cuda as tc
 from tenferro_cuda import _nccl
 from tenferro_cuda.collectives import Communicator, communicator
 from tenferro_cuda.tensor import Tensor
-
-
-@pytest.fixture
-def nccl(monkeypatch):
-    lib = install(monkeypatch)
-    yield lib
-    gc.collect()  # communicators a test left open are aborted into this fake, not the next
-
-
-@pytest.fixture
-def two(nccl):
-    memory = HostMemory()
-    sessions = [Session(Ctx(memory, 0)), Session(Ctx(memory, 1))]
-    comm = Communicator.from_sessions(sessions)
-    nccl.log.clear()
-    yield comm, sessions, nccl
-    if not comm.closed:
-        comm.abort()
-
 
 # --- construction and bookkeeping ----------------------------------------------------------
 
