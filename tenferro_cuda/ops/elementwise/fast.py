@@ -45,8 +45,11 @@ def _target(p: Prep, out: object, shape: tuple[int, ...]) -> int:
     return b.ptr
 
 
-def unary(p: Prep, x: Tensor, out: object = None) -> Tensor | None:
-    """``x`` through the kernel of ``p`` (``x.dtype`` is ``p.dtype``), or None."""
+def unary(p: Prep, x: Tensor, out: object = None, value: int = 0, k: int = 1,
+          flag: int = 0) -> Tensor | None:
+    """``x`` through the kernel of ``p`` (``x.dtype`` is ``p.dtype``), or None. With
+    ``flag`` (``VALUE << k``) it is the binary op whose operand ``k`` is the scalar of bits
+    ``value`` (``scalar``): one contiguous launch over ``x`` either way."""
     bx = x.buffer
     if bx is None or bx.home is not p.home:
         return None
@@ -68,8 +71,11 @@ def unary(p: Prep, x: Tensor, out: object = None) -> Tensor | None:
             return None
         res = out  # type: ignore[assignment]
     blocks = (n + p.per_block - 1) // p.per_block
-    p.contig.run(blocks if blocks < p.cap else p.cap, po, pa, 0, 0, n,
-                 0 if (po | pa) & 15 else 8)
+    flags = flag | (0 if (po | pa) & 15 else 8)
+    if k:
+        p.contig.run(blocks if blocks < p.cap else p.cap, po, pa, value, 0, n, flags)
+    else:
+        p.contig.run(blocks if blocks < p.cap else p.cap, po, value, pa, 0, n, flags)
     return res
 
 
@@ -114,33 +120,7 @@ def scalar(p: Prep, x: Tensor, value: object, k: int, out: object = None) -> Ten
     b = p.bits(value)
     if type(b) is not int:
         return None  # not a scalar, or one that does not fit: the general path raises
-    bx = x.buffer
-    if bx is None or bx.home is not p.home:
-        return None
-    shape = x.shape
-    n = _prod(shape)
-    if not 0 < n < CHUNK:
-        return None
-    pa = bx.ptr
-    if out is None:
-        buf = p.home.alloc(n * p.out_item, p.name)
-        res = _new(Tensor)
-        res.dtype, res.shape, res.strides, res.offset, res.buffer, res.host = \
-            p.out_dtype, shape, x.strides, 0, buf, None
-        po = buf.ptr
-    else:
-        po = _target(p, out, shape)
-        if not po or not (disjoint_or_same(po, n * p.out_item, pa, n * p.item)
-                          and (po != pa or p.out_dtype is p.dtype)):
-            return None
-        res = out  # type: ignore[assignment]
     if p.item == 16:  # complex128: bytes 8-15 in the tail word of slot k
         p.contig.put_tail(2 + k, b >> 64)
         b &= WORD
-    blocks = (n + p.per_block - 1) // p.per_block
-    flags = VALUE << k | (0 if (po | pa) & 15 else 8)
-    if k:
-        p.contig.run(blocks if blocks < p.cap else p.cap, po, pa, b, 0, n, flags)
-    else:
-        p.contig.run(blocks if blocks < p.cap else p.cap, po, b, pa, 0, n, flags)
-    return res
+    return unary(p, x, out, b, k, VALUE << k)
