@@ -1,7 +1,8 @@
 """The CPU tier: the NVRTC builds of the compile tests (``reference/nvrtc_builds.py``)
 start in worker processes as soon as collection ends, in the order of the tests, and
 the workers stop when the run ends. The fixtures ``nccl`` (a fake NCCL) and ``two`` (a
-communicator over two fake sessions) serve the collectives' tests."""
+communicator over two fake sessions) serve the collectives' tests, ``driver`` (recorders
+of the driver's graph calls, ``reference/fake_graph.py``) the graph tests."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import inspect
 import pytest
 from reference import nvrtc_builds
 from reference.fake_context import HostMemory
+from reference.fake_graph import driver  # noqa: F401 - the graph tests' fixture
 from reference.fake_sessions import Ctx, Session, install
 
 from tenferro_cuda.collectives import Communicator

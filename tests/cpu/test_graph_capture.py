@@ -4,101 +4,17 @@ arena does during a capture, and every rebinding error before anything is enqueu
 
 from __future__ import annotations
 
-import contextlib
-import threading
-from types import SimpleNamespace
-
 import pytest
+from reference.fake_graph import FakeCtx, FakeSession, FakeTable, ready_graph, tensor
 
-from tenferro_cuda import _driver_graph, _driver_memory
-from tenferro_cuda.authority import Scope
+from tenferro_cuda import _driver_graph
 from tenferro_cuda.dtypes import DType
 from tenferro_cuda.errors import RuntimeStateError, ValidationError
 from tenferro_cuda.exec import capture as cap
 from tenferro_cuda.graph import CaptureScope, CudaGraph
 from tenferro_cuda.graph_rebind import NodeTable
-from tenferro_cuda.memory import DeviceBuffer, _Arena
+from tenferro_cuda.memory import DeviceBuffer
 from tenferro_cuda.tensor import Tensor
-
-
-class FakeLib:
-    def __init__(self) -> None:
-        self.calls: list[tuple] = []
-
-    def __getattr__(self, name):
-        def call(*args):
-            self.calls.append((name, *args))
-            return 0
-        return call
-
-
-@pytest.fixture
-def driver(monkeypatch):
-    """Recorders for every driver call a capture makes."""
-    log = SimpleNamespace(begin=[], end=[], instantiate=[], allocs=[], syncs=[], lib=FakeLib(),
-                          end_status=0)
-    monkeypatch.setattr(_driver_graph, "begin_capture", lambda s, op: log.begin.append(s))
-
-    def end(stream):
-        log.end.append(stream)
-        return log.end_status, 0xA000 + len(log.end)
-    monkeypatch.setattr(_driver_graph, "end_capture", end)
-    monkeypatch.setattr(_driver_graph, "instantiate",
-                        lambda g, op: log.instantiate.append(g) or 0xE000 + g)
-    monkeypatch.setattr(_driver_graph, "lib", lambda: log.lib)
-    next_ptr = [0x7F0000000000]
-
-    def alloc(nbytes, pool, stream, op=""):
-        next_ptr[0] += 1 << 20
-        log.allocs.append((nbytes, stream))
-        return next_ptr[0]
-    monkeypatch.setattr(_driver_memory, "mem_alloc_async", alloc)
-    monkeypatch.setattr(cap._driver, "stream_synchronize", lambda s, op="": log.syncs.append(s))
-    return log
-
-
-class FakeRuntime:
-    identity = SimpleNamespace(serial=1)
-
-    def check_alive(self, op):
-        pass
-
-    def current(self):
-        return contextlib.nullcontext()
-
-
-class FakeCtx:
-    """The ExecContext fields the capture machinery reads."""
-
-    def __init__(self) -> None:
-        addresses = iter(range(0x7E0000000000, 0x7F0000000000, 1 << 16))
-        pool = SimpleNamespace(limit=None, closed=False, handle=1, live_bytes=0,
-                               driver_alloc=lambda nbytes, arena, op: next(addresses),
-                               driver_free=lambda ptr, stream: None)
-        self.home = _Arena(pool, "stream")  # type: ignore[arg-type]
-        self.stream, self.thread, self.closed, self.eager = 7, threading.get_ident(), False, True
-        self.capture, self._blas, self.runtime = None, None, FakeRuntime()
-        self.flushed, self.ordinal, self.domain = 0, 0, 1
-
-    def flush(self):
-        self.flushed += 1
-
-    def blas(self, op):
-        from tenferro_cuda.errors import BackendSourceError
-
-        raise BackendSourceError("no cuBLAS here", op=op)
-
-    def auxiliary_stream(self):
-        return 99
-
-
-class FakeSession:
-    def __init__(self) -> None:
-        self._ctx, self._scope = FakeCtx(), Scope("session")
-
-
-def tensor(ctx, shape=(4,), dtype=DType.FLOAT32):
-    return Tensor._make(dtype, shape, buffer=ctx.home.alloc(4 * 64))
 
 
 def test_every_refused_name_is_a_session_method():
@@ -208,37 +124,12 @@ def test_graph_memory_respects_the_pool_limit(driver):
     ctx.home.end_graph()
 
 
-def _ready_graph(driver, session, tensors, blocks=()):
-    ctx = session._ctx
-    state = cap.CaptureState(ctx, cap.GraphMemory(ctx.home, 99))
-    for t in tensors:
-        state._note(t, False)
-    state.memory.blocks.extend(blocks)
-    g = CudaGraph._begin(session, state)
-    g._ready(state, 0xA1, 0xE1)
-    return g
-
-
-class FakeTable:
-    def __init__(self):
-        self.moves, self.pushes = [], 0
-
-    def sites(self, lo, hi):
-        return [(lo, hi)]
-
-    def move(self, sites, shift):
-        self.moves.append((sites[0], shift))
-
-    def push(self, exe, context):
-        self.pushes += 1
-
-
 def test_rebinding_moves_sites_and_restores_them(driver):
     session = FakeSession()
     ctx = session._ctx
     ctx.context_id = 5
     a, b = tensor(ctx), tensor(ctx)
-    g = _ready_graph(driver, session, [a, b])
+    g = ready_graph(driver, session, [a, b])
     g._table = table = FakeTable()
     a2 = tensor(ctx)
     g._rebind(ctx, {a: a2})
@@ -255,7 +146,7 @@ def test_rebinding_errors(driver):
     ctx = session._ctx
     a, b = tensor(ctx), tensor(ctx)
     own = tensor(ctx)
-    g = _ready_graph(driver, session, [a, b], blocks=[(own.buffer.ptr, own.buffer.nbytes)])
+    g = ready_graph(driver, session, [a, b], blocks=[(own.buffer.ptr, own.buffer.nbytes)])
     g._table = FakeTable()
     view_of_b = Tensor._make(DType.FLOAT32, (4,), buffer=b.buffer)
     cases = [
@@ -366,55 +257,3 @@ def test_grouped_gemm_jobs_are_noted_and_fixed(driver):
     c = Tensor._make(DType.FLOAT32, (2, 2), buffer=ctx.home.alloc(64))
     state.admit("grouped_gemm", (GroupedGemmConfig((GemmJob(a, b, c),)),))
     assert set(state.external) == {id(a), id(b), id(c)} == state.table_users
-
-
-def test_outputs_are_noted_and_never_rebound_to_read_only_memory(driver):
-    from types import SimpleNamespace as NS
-
-    from tenferro_cuda.configs.dot import GemmJob, GroupedGemmConfig
-
-    session = FakeSession()
-    ctx = session._ctx
-    ctx.context_id = 5
-    x, out, a, b, c = (tensor(ctx) for _ in range(5))
-    state = cap.CaptureState(ctx, cap.GraphMemory(ctx.home, 99))
-    state.admit("add_into", (x, x, out), (2,))
-    state.admit("grouped_gemm", (GroupedGemmConfig((GemmJob(a, b, c),)),))
-    assert state.written == {id(out), id(c)}
-    g = CudaGraph._begin(session, state)
-    g._ready(state, 0xA1, 0xE1)
-    g._table = FakeTable()
-    far = ctx.home.alloc(4 * 64)
-    readonly = Tensor._make(DType.FLOAT32, (4,), buffer=ctx.home.adopt(
-        far.ptr, far.nbytes, NS(readonly=True)))
-    with pytest.raises(ValidationError, match="read-only"):
-        g._rebind(ctx, {out: readonly})
-    assert g._table.moves == []
-    g._rebind(ctx, {x: readonly})  # an input may be read-only memory
-
-
-def test_op_methods_know_their_output_parameters():
-    from tenferro_cuda.exec.entry import OUTPUTS
-    from tenferro_cuda.session import CudaExecSession
-
-    def positions(name):
-        return OUTPUTS[getattr(CudaExecSession, name).__wrapped_op__]
-
-    assert positions("add_into") == (2,)
-    assert positions("copy_read_into") == (1,)
-    assert positions("axpby_read_into_accum") == (3,)
-    assert positions("add") == ()
-
-
-def test_a_callers_op_name_never_abandons_a_capture(driver):
-    from tenferro_cuda.exec import entry
-
-    session = FakeSession()
-    ctx = session._ctx
-    with CaptureScope(session) as g:
-        entry.check(session, "synchronize", "ensure_gpu_resident")  # a user's op name
-        assert ctx.capture is not None and not ctx.capture.abandoned
-    assert not g.closed
-    with pytest.raises(RuntimeStateError, match="not allowed during capture"):
-        with CaptureScope(session):
-            entry.check(session, "synchronize")  # the method itself

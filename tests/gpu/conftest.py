@@ -13,6 +13,7 @@ os.environ["NCCL_NVLS_ENABLE"] = "0"  # before any communicator exists (NCCL rea
 
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
+from context_util import contexts, empty_stack  # noqa: E402, F401 - the context tests'
 
 import tenferro_cuda as tc  # noqa: E402
 
