@@ -30,6 +30,24 @@ def _result(results: list, single: bool, given: object) -> Any:
     return results[0] if single else results
 
 
+def _each_rank(comm: Any, ctxs: list, xs: list, outs: list | None, shape: tuple,
+               dtype: Any, op: str, call: Any, *params: Any) -> list:
+    """For each ``(local rank, x)``: compact ``x``, take its output (a new tensor of
+    ``shape``, or the caller's), and enqueue ``call(x, out, *params, comm, stream)`` on
+    the rank's session stream -- none when the size ``params[0]`` is 0. The outputs."""
+    results, calls = [], []
+    for j, (i, t) in enumerate(xs):
+        ctx = ctxs[i]
+        src = ranks.contiguous(ctx, t, op)
+        dst = ranks.alloc(ctx, dtype, shape, op) if outs is None else outs[j]
+        results.append(dst)
+        if params[0]:
+            calls.append((call, (src.data_ptr(), dst.data_ptr(), *params, comm._handles[i],
+                                 int(ctx.stream))))
+    ranks.issue(calls, op)
+    return results
+
+
 def all_reduce(comm: Any, x: object, red: str, out: object, op: str) -> Any:
     """``out`` (new when None) holds the reduction of every rank's ``x``."""
     ctxs = comm._contexts(op)
@@ -37,17 +55,8 @@ def all_reduce(comm: Any, x: object, red: str, out: object, op: str) -> Any:
     shape, dtype = ranks.same_layout(xs, op, "x")
     code, per, red_code = wire.reduction(dtype, red, op)
     outs = None if out is None else ranks.outputs(out, xs, ctxs, op, shape, dtype, True)
-    results, calls = [], []
-    count = math.prod(shape) * per
-    for j, (i, t) in enumerate(xs):
-        ctx = ctxs[i]
-        src = ranks.contiguous(ctx, t, op)
-        dst = ranks.alloc(ctx, dtype, shape, op) if outs is None else outs[j]
-        results.append(dst)
-        if count:
-            calls.append((_nccl.all_reduce, (src.data_ptr(), dst.data_ptr(), count, code,
-                                             red_code, comm._handles[i], int(ctx.stream))))
-    ranks.issue(calls, op)
+    results = _each_rank(comm, ctxs, xs, outs, shape, dtype, op, _nccl.all_reduce,
+                         math.prod(shape) * per, code, red_code)
     return _result(results, single, out)
 
 
@@ -58,17 +67,8 @@ def all_gather(comm: Any, x: object, out: object, op: str) -> Any:
     shape, dtype = ranks.same_layout(xs, op, "x")
     full = (comm._nranks, *shape)
     outs = None if out is None else ranks.outputs(out, xs, ctxs, op, full, dtype, False)
-    results, calls = [], []
-    nbytes = math.prod(shape) * dtype.itemsize
-    for j, (i, t) in enumerate(xs):
-        ctx = ctxs[i]
-        src = ranks.contiguous(ctx, t, op)
-        dst = ranks.alloc(ctx, dtype, full, op) if outs is None else outs[j]
-        results.append(dst)
-        if nbytes:
-            calls.append((_nccl.all_gather, (src.data_ptr(), dst.data_ptr(), nbytes,
-                                             wire.BYTES, comm._handles[i], int(ctx.stream))))
-    ranks.issue(calls, op)
+    results = _each_rank(comm, ctxs, xs, outs, full, dtype, op, _nccl.all_gather,
+                         math.prod(shape) * dtype.itemsize, wire.BYTES)
     return _result(results, single, out)
 
 
@@ -84,18 +84,8 @@ def reduce_scatter(comm: Any, x: object, red: str, out: object, op: str) -> Any:
     code, per, red_code = wire.reduction(dtype, red, op)
     part = tuple(shape[1:])
     outs = None if out is None else ranks.outputs(out, xs, ctxs, op, part, dtype, False)
-    results, calls = [], []
-    count = math.prod(part) * per
-    for j, (i, t) in enumerate(xs):
-        ctx = ctxs[i]
-        src = ranks.contiguous(ctx, t, op)
-        dst = ranks.alloc(ctx, dtype, part, op) if outs is None else outs[j]
-        results.append(dst)
-        if count:
-            calls.append((_nccl.reduce_scatter, (src.data_ptr(), dst.data_ptr(), count,
-                                                 code, red_code, comm._handles[i],
-                                                 int(ctx.stream))))
-    ranks.issue(calls, op)
+    results = _each_rank(comm, ctxs, xs, outs, part, dtype, op, _nccl.reduce_scatter,
+                         math.prod(part) * per, code, red_code)
     return _result(results, single, out)
 
 
