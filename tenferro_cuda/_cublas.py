@@ -28,6 +28,7 @@ import threading
 import types
 import weakref
 
+from ._library import load_once
 from .errors import BackendSourceError, CublasError, OutOfMemoryError
 
 __all__ = ["load", "version", "Handle", "PreparedGemm", "gemm", "gemm_strided_batched",
@@ -128,19 +129,7 @@ def _load_now():
 def load():
     """The cuBLAS bindings module, loading it on first use (``BackendSourceError`` when
     nvmath-python or libcublas is missing; the failure is remembered)."""
-    lib = _state.get("lib")
-    if lib is not None:
-        return lib
-    with _lock:
-        if "error" in _state:
-            raise _state["error"]
-        if "lib" not in _state:
-            try:
-                _state["lib"], _state["version"] = _load_now()
-            except BackendSourceError as exc:
-                _state["error"] = exc
-                raise
-        return _state["lib"]
+    return load_once(_state, _lock, _load_now, BackendSourceError)
 
 
 def load_lt():

@@ -24,6 +24,7 @@ import importlib
 import threading
 from typing import Any
 
+from ._library import load_once
 from .errors import BackendSourceError, NcclError, UnsupportedError, ValidationError
 
 __all__ = ["load", "available", "version", "error_for", "c_name", "unique_id", "init_all",
@@ -85,19 +86,7 @@ def _load_now() -> tuple[Any, tuple[int, int, int]]:
 def load() -> Any:
     """The bindings module, loaded on first use (``UnsupportedError`` when nccl4py or
     libnccl is missing; the failure is remembered)."""
-    lib = _state.get("lib")
-    if lib is not None:
-        return lib
-    with _lock:
-        if "error" in _state:
-            raise _state["error"]
-        if "lib" not in _state:
-            try:
-                _state["lib"], _state["version"] = _load_now()
-            except UnsupportedError as exc:
-                _state["error"] = exc
-                raise
-        return _state["lib"]
+    return load_once(_state, _lock, _load_now, UnsupportedError)
 
 
 def available() -> bool:
