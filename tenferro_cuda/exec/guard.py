@@ -103,7 +103,10 @@ class ScopeGuard:
             self.abandon()
             return
         peers = self.peers
-        at = _index(peers, self)
+        try:
+            at = peers.index(self)  # guards compare by identity
+        except ValueError:
+            at = len(peers)  # not listed: nothing entered after it is known
         for later in peers[at + 1:]:
             later.abandon()
         del peers[at:]
@@ -142,13 +145,6 @@ def _open_guards() -> list[ScopeGuard]:
     if guards is None:
         guards = _local.guards = []
     return guards
-
-
-def _index(guards: list[ScopeGuard], guard: ScopeGuard) -> int:
-    for i, g in enumerate(guards):
-        if g is guard:
-            return i
-    return len(guards)  # not listed: nothing entered after it is known
 
 
 def call_pushed(ours: Any, fn: Callable[..., R], *args: Any) -> R:
