@@ -1,7 +1,7 @@
 """Host emulation of the single-axis reduction kernels (ptx/argreduce.cu, scan.cu,
 sort.cu), shared by test_reduction_axis_emulated*.py: the same harness as
-reduction_emu.py (the real kernels compiled by the host C++ compiler, every thread an OS
-thread, the real op functions and argument packing) with the warp built-ins these
+reduction_emu.py (the real kernels compiled by the host C++ compiler, every thread a
+fiber, the real op functions and argument packing) with the warp built-ins these
 kernels use besides ``__shfl_xor_sync``: ``__shfl_up_sync``, ``__shfl_sync``,
 ``__ballot_sync``, ``__match_any_sync``, ``__popc`` and shared-memory ``atomicAdd``.
 

@@ -1,35 +1,31 @@
 """Host emulation of the reduction and BLAS-1 kernels, shared by test_reduction_emulated*.py.
 
 The real kernels of ptx/reduce.cu, ptx/blas1.cu, ptx/copy.cu and ptx/permute.cu (the
-storage copies) are compiled by the host C++ compiler against a small emulation of the
-CUDA built-ins: every thread of a block is an OS thread, ``__syncthreads`` a block
-barrier, ``__shfl_xor_sync`` an exchange behind a per-warp barrier (a lane that misses a
-shuffle or a barrier aborts the run rather than hang). ``EmuSession`` runs the real
-reduction and BLAS-1 family functions (their ``METHODS`` tables) over an ``EmuContext``:
-``tests/reference/fake_context.FakeContext`` on ``HostMemory``, whose launches pack their
-parameters with the real ``ArgPack`` from the argument codes the op gave, unpacked by the
-kernel's own parameter types, as ``cuLaunchKernel`` does, so a wrong argument code is a
-wrong result. float16/bfloat16 convert through PTX inline assembly and are left to the
-GPU tier.
+storage copies) are compiled by the host C++ compiler against the emulation of the CUDA
+built-ins of ``tests/reference/cuda_emu.py`` (every thread of a block a fiber, barriers
+that abort rather than hang), with ``__shfl_xor_sync`` an exchange behind a per-warp
+barrier. ``EmuSession`` runs the real reduction and BLAS-1 family functions (their
+``METHODS`` tables) over an ``EmuContext``: ``tests/reference/fake_context.FakeContext``
+on ``HostMemory``, whose launches pack their parameters with the real ``ArgPack`` from
+the argument codes the op gave, unpacked by the kernel's own parameter types, as
+``cuLaunchKernel`` does, so a wrong argument code is a wrong result. float16/bfloat16
+convert through PTX inline assembly and are left to the GPU tier.
 """
 
 from __future__ import annotations
 
 import contextlib
 import ctypes
-import hashlib
-import shutil
-import subprocess
 
 import numpy as np
 import pytest
+from reference import cuda_emu
 from reference.fake_context import FakeContext, FakeSession, HostMemory
 
 from tenferro_cuda.dtypes import as_dtype
 from tenferro_cuda.kernels.args import ArgPack
-from tenferro_cuda.kernels.compiler import headers_digest
 from tenferro_cuda.kernels.launch import check_geometry
-from tenferro_cuda.kernels.registry import INCLUDE_DIR, PTX_DIR, family
+from tenferro_cuda.kernels.registry import family
 from tenferro_cuda.ops import blas1 as blas1_ops
 from tenferro_cuda.ops import reduction as reduction_ops
 from tenferro_cuda.ops.reduction import plan as reduction_plan_ops
@@ -38,43 +34,6 @@ from tenferro_cuda.shapes.reduction_plan import Machine
 from tenferro_cuda.tensor import Tensor
 
 SHIM = r"""
-#pragma once
-#include <algorithm>
-#include <chrono>
-#include <cmath>
-#include <condition_variable>
-#include <cstdio>
-#include <cstdlib>
-#include <cstring>
-#include <mutex>
-#include <thread>
-#include <type_traits>
-#include <utility>
-#include <vector>
-#define __global__
-#define __device__
-#define __forceinline__ inline
-#define __launch_bounds__(...)
-#define __align__(n) __attribute__((aligned(n)))
-#define __shared__ static
-using std::isinf;
-struct emu_dim3 { unsigned x = 0, y = 0, z = 0; };
-inline thread_local emu_dim3 threadIdx, blockIdx;
-inline emu_dim3 blockDim, gridDim;
-struct EmuBarrier {  // reusable; aborts instead of hanging
-  std::mutex mu; std::condition_variable cv; unsigned n = 0, waiting = 0, gen = 0;
-  void wait() {
-    std::unique_lock<std::mutex> lk(mu);
-    unsigned g = gen;
-    if (++waiting == n) { waiting = 0; ++gen; cv.notify_all(); return; }
-    if (!cv.wait_for(lk, std::chrono::seconds(30), [&] { return gen != g; })) {
-      std::fprintf(stderr, "emulated barrier timed out\n"); std::abort();
-    }
-  }
-};
-inline EmuBarrier emu_block, emu_warp[32];
-inline unsigned char emu_xchg[1024][16];
-inline void __syncthreads() { emu_block.wait(); }
 template <class T> T __shfl_xor_sync(unsigned, T v, int m) {
   unsigned t = threadIdx.x + threadIdx.y * blockDim.x;
   std::memcpy(emu_xchg[t], &v, sizeof(T));
@@ -83,37 +42,6 @@ template <class T> T __shfl_xor_sync(unsigned, T v, int m) {
   std::memcpy(&r, emu_xchg[(t & ~31u) | ((t & 31u) ^ (unsigned)m)], sizeof(T));
   emu_warp[t / 32].wait();
   return r;
-}
-inline float __int_as_float(int i) { float f; std::memcpy(&f, &i, 4); return f; }
-inline float __uint_as_float(unsigned u) { float f; std::memcpy(&f, &u, 4); return f; }
-inline unsigned __float_as_uint(float f) { unsigned u; std::memcpy(&u, &f, 4); return u; }
-inline double __longlong_as_double(long long i) { double d; std::memcpy(&d, &i, 8); return d; }
-inline float __double2float_rz(double d) { return (float)d; }  // (rounding mode unused here)
-inline float __ll2float_rz(long long v) { return (float)v; }
-inline long long __float2ll_rz(float f) { return (long long)f; }
-inline float __ull2float_rz(unsigned long long v) { return (float)v; }
-inline unsigned long long __float2ull_rz(float f) { return (unsigned long long)f; }
-inline int atomicCAS(int* p, int c, int v) {
-  return __atomic_compare_exchange_n(p, &c, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST), c;
-}
-template <class F> void emu_launch(unsigned gx, unsigned gy, unsigned bx, unsigned by, F k) {
-  gridDim = {gx, gy, 1};
-  blockDim = {bx, by, 1};
-  const unsigned nt = bx * by;
-  emu_block.n = nt;
-  for (unsigned w = 0; w * 32 < nt; ++w) emu_warp[w].n = std::min(32u, nt - 32 * w);
-  std::vector<std::thread> th;
-  for (unsigned t = 0; t < nt; ++t)
-    th.emplace_back([&, t] {
-      threadIdx = {t % bx, t / bx, 0};
-      for (unsigned y = 0; y < gy; ++y)
-        for (unsigned x = 0; x < gx; ++x) {
-          blockIdx = {x, y, 0};
-          k();
-          emu_block.wait();
-        }
-    });
-  for (auto& x : th) x.join();
 }
 template <class... P, std::size_t... I>
 void emu_call(void (*k)(P...), void** a, std::index_sequence<I...>) {
@@ -139,34 +67,16 @@ def build(tmp_path_factory, names=FAMILIES, shim_extra: str = ""):
     """(library, expression -> symbol) of the kernels of the families ``names`` (the u32
     instantiations without float16/bfloat16); built once per source version and pytest
     run. ``shim_extra``: more emulated built-ins, appended to the shim."""
-    cxx = shutil.which("g++") or shutil.which("clang++")
-    if cxx is None:
-        pytest.skip("no host C++ compiler for the kernel emulation")
     exprs = _expressions(names)
-    sources = [family(n).source for n in names]
-    shim = SHIM + shim_extra
+    sources = tuple(family(n).source for n in names)
     lines = ['#include "shim.h"'] + [f'#include "{src}"' for src in sources]
     for i, e in enumerate(exprs):
         lines.append(f'extern "C" void w{i}(void** a, unsigned gx, unsigned gy, unsigned bx, '
-                     f"unsigned by) {{ emu_launch(gx, gy, bx, by, [&] {{ emu_call(&{e}, a); "
-                     "}); }")
-    code = "\n".join(lines)
-    parts = [shim, code, headers_digest()] + [(PTX_DIR / f).read_text() for f in sources]
-    digest = hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
-    d = tmp_path_factory.getbasetemp() / f"reduction_emu_{digest}"
-    out = d / "libemu.so"
-    if not out.exists():
-        d.mkdir(exist_ok=True)
-        (d / "shim.h").write_text(shim)
-        (d / "emu.cpp").write_text(code)
-        proc = subprocess.run([cxx, "-std=c++17", "-pthread", "-O1", "-shared", "-fPIC", "-w",
-                               f"-I{d}", f"-I{INCLUDE_DIR}", f"-I{PTX_DIR}",
-                               str(d / "emu.cpp"), "-o", str(out)], capture_output=True,
-                              text=True)
-        if proc.returncode and "unrecognized" in proc.stderr:
-            pytest.skip(f"{cxx} cannot build the emulation: {proc.stderr[:200]}")
-        assert proc.returncode == 0, proc.stderr[-4000:]
-    return ctypes.CDLL(str(out)), {e: f"w{i}" for i, e in enumerate(exprs)}
+                     f"unsigned by) {{ emu_launch(gx, gy, 1, bx, by, [&] {{ "
+                     f"emu_call(&{e}, a); }}); }}")
+    lib = cuda_emu.build(tmp_path_factory, "reduction_emu", "\n".join(lines),
+                         SHIM + shim_extra, sources)
+    return lib, {e: f"w{i}" for i, e in enumerate(exprs)}
 
 
 class _EmuLaunch:

@@ -1,69 +1,20 @@
 """ptx/dot_int.cu executed on the CPU: the real kernel source compiled by the host C++
-compiler against a small emulation of the CUDA built-ins (each thread of a 256-thread
-block is an OS thread, ``__syncthreads`` a std::barrier, blocks run one after another on
-a 3-d grid). Checked against numpy with wrapping arithmetic for every integer dtype:
-tile edges, signed/zero/negative strides, beta = 0 not reading out, alpha/beta wrapping,
-and grids smaller than the tile count (the grid-stride loops in x, y and z).
-Skipped when no C++20 compiler is present.
+compiler against the emulation of the CUDA built-ins of ``tests/reference/cuda_emu.py``
+(each thread of a 256-thread block a fiber, blocks one after another on a 3-d grid).
+Checked against numpy with wrapping arithmetic for every integer dtype: tile edges,
+signed/zero/negative strides, beta = 0 not reading out, alpha/beta wrapping, and grids
+smaller than the tile count (the grid-stride loops in x, y and z).
+Skipped when no host C++ compiler is present.
 """
 
 from __future__ import annotations
 
 import ctypes
-import shutil
-import subprocess
 
 import numpy as np
 import pytest
+from reference import cuda_emu
 
-from tenferro_cuda.kernels.registry import INCLUDE_DIR, PTX_DIR
-
-SHIM = r"""
-#pragma once
-#include <barrier>
-#include <cmath>
-#include <cstring>
-#include <thread>
-#include <vector>
-#define __global__
-#define __device__
-#define __forceinline__ inline
-#define __launch_bounds__(...)
-#define __align__(n) __attribute__((aligned(n)))
-#define __shared__ static
-struct emu_dim3 { unsigned x = 0, y = 0, z = 0; };
-inline thread_local emu_dim3 threadIdx, blockIdx;
-inline emu_dim3 blockDim, gridDim;
-inline std::barrier<>* emu_bar = nullptr;
-inline void __syncthreads() { emu_bar->arrive_and_wait(); }
-inline float __uint_as_float(unsigned u) { float f; std::memcpy(&f, &u, 4); return f; }
-inline unsigned __float_as_uint(float f) { unsigned u; std::memcpy(&u, &f, 4); return u; }
-inline float __double2float_rz(double d) { return (float)d; }
-inline float __ll2float_rz(long long v) { return (float)v; }
-inline long long __float2ll_rz(float f) { return (long long)f; }
-inline float __ull2float_rz(unsigned long long v) { return (float)v; }
-inline unsigned long long __float2ull_rz(float f) { return (unsigned long long)f; }
-using std::isinf;
-template <class F> void emu_launch(unsigned gx, unsigned gy, unsigned gz, F kernel) {
-  gridDim = {gx, gy, gz};
-  blockDim = {256, 1, 1};
-  std::barrier<> bar(256);
-  emu_bar = &bar;
-  std::vector<std::thread> th;
-  for (unsigned t = 0; t < 256; ++t)
-    th.emplace_back([&, t] {
-      threadIdx = {t, 0, 0};
-      for (unsigned z = 0; z < gz; ++z)
-        for (unsigned y = 0; y < gy; ++y)
-          for (unsigned x = 0; x < gx; ++x) {
-            blockIdx = {x, y, z};
-            kernel();
-            bar.arrive_and_wait();
-          }
-    });
-  for (auto& x : th) x.join();
-}
-"""
 TYPES = {"i8": ("signed char", np.int8, "u32"), "u8": ("unsigned char", np.uint8, "u32"),
          "i16": ("short", np.int16, "u32"), "u16": ("unsigned short", np.uint16, "u32"),
          "i32": ("int", np.int32, "u32"), "u32": ("unsigned int", np.uint32, "u32"),
@@ -76,31 +27,15 @@ def _wrappers() -> str:
         lines.append(
             f'extern "C" void dot_{tag}(void* o, const void* a, const void* b, const long long* p, '
             f"{acc} alpha, {acc} beta, int bz, unsigned gx, unsigned gy, unsigned gz) {{ "
-            f"emu_launch(gx, gy, gz, [&] {{ dot_int<{ctype}>(({ctype}*)o, (const {ctype}*)a, "
-            f"(const {ctype}*)b, p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8], p[9], "
-            f"p[10], p[11], p[12], alpha, beta, bz); }}); }}")
+            f"emu_launch(gx, gy, gz, 256, 1, [&] {{ dot_int<{ctype}>(({ctype}*)o, "
+            f"(const {ctype}*)a, (const {ctype}*)b, p[0], p[1], p[2], p[3], p[4], p[5], "
+            "p[6], p[7], p[8], p[9], p[10], p[11], p[12], alpha, beta, bz); }); }")
     return "\n".join(lines)
 
 
 @pytest.fixture(scope="module")
 def lib(tmp_path_factory):
-    cxx = shutil.which("g++") or shutil.which("clang++")
-    if cxx is None:
-        pytest.skip("no host C++ compiler for the kernel emulation")
-    d = tmp_path_factory.mktemp("dotemu")
-    (d / "shim.h").write_text(SHIM)
-    (d / "probe.cpp").write_text('#include "shim.h"\nint main() { return 0; }\n')
-    base = [cxx, "-std=c++20", "-pthread", f"-I{d}"]
-    if subprocess.run(base + [str(d / "probe.cpp"), "-o", str(d / "probe")],
-                      capture_output=True).returncode:
-        pytest.skip(f"{cxx} lacks C++20 <barrier>")
-    (d / "emu.cpp").write_text(_wrappers())
-    out = d / "libdotemu.so"
-    proc = subprocess.run(base + ["-O1", "-shared", "-fPIC", f"-I{INCLUDE_DIR}", f"-I{PTX_DIR}",
-                                  str(d / "emu.cpp"), "-o", str(out)], capture_output=True,
-                          text=True)
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    return ctypes.CDLL(str(out))
+    return cuda_emu.build(tmp_path_factory, "dot_int_emu", _wrappers(), sources=("dot_int.cu",))
 
 
 def _strided(rng, npd, shape, layout):

@@ -21,7 +21,7 @@ CASES = [(fam, arch, part) for fam, n in PARTS.items() for arch in (80, 90)
 def program(fam: str, arch: int, part: int) -> nvrtc_builds.Build:
     """``compile_family`` of every ``PARTS[fam]``-th instantiation from ``part`` on."""
     exprs = tuple(family(fam).all_expressions())[part::PARTS[fam]]
-    return nvrtc_builds.family_build(fam, exprs, arch)
+    return nvrtc_builds.family_build(fam, exprs, arch, nvrtc_builds.CHECK)
 
 
 @nvrtc_builds.ahead(program)

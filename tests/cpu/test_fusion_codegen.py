@@ -91,11 +91,11 @@ def compile_specs(specs, arch: int, ptx: bool = False, extra: tuple[str, ...] = 
 
 
 def program(arch: int, part: int) -> nvrtc_builds.Build:
-    """What ``compile_specs(SPECS[part::PARTS], arch)`` compiles."""
+    """What ``compile_specs(SPECS[part::PARTS], arch, extra=CHECK)`` compiles."""
     gens = [fc.generate(s) for s in SPECS[part::PARTS]]
     return nvrtc_builds.source_build(
         "fusion_batch.cu", "\n".join(g.source for g in gens), [g.expression for g in gens],
-        options_for(arch) + (f"-I{INCLUDE_DIR}",), arch=arch)
+        options_for(arch, nvrtc_builds.CHECK) + (f"-I{INCLUDE_DIR}",), arch=arch)
 
 
 @nvrtc_builds.ahead(program)

@@ -14,8 +14,9 @@ FAMILIES = ["permute", "structural"]
 
 
 def program(name: str, arch: int) -> nvrtc_builds.Build:
-    """``compile_family`` of every instantiation of ``name``."""
-    return nvrtc_builds.family_build(name, family(name).all_expressions(), arch)
+    """``compile_family`` of every instantiation of ``name`` (with ``CHECK``)."""
+    return nvrtc_builds.family_build(name, family(name).all_expressions(), arch,
+                                     nvrtc_builds.CHECK)
 
 
 @nvrtc_builds.ahead(program)

@@ -1,9 +1,9 @@
 """The structural ops end to end on the CPU: the real planner and op code, with the real
-kernels of ptx/permute.cu and ptx/structural.cu compiled by the host C++ compiler against a
-small emulation of the CUDA built-ins (each CUDA thread of a block is an OS thread,
-``__syncthreads`` a std::barrier, blocks run one after another). Memory is host memory and
-"device pointers" are host addresses, so alignment, vector paths, shared-memory swizzles
-and barriers are exercised exactly as written. Skipped when no C++20 compiler is present.
+kernels of ptx/permute.cu and ptx/structural.cu compiled by the host C++ compiler against the
+emulation of the CUDA built-ins of ``tests/reference/cuda_emu.py`` (each CUDA thread of a
+block a fiber, blocks one after another). Memory is host memory and "device pointers" are
+host addresses, so alignment, vector paths, shared-memory swizzles and barriers are
+exercised exactly as written. Skipped when no host C++ compiler is present.
 """
 
 from __future__ import annotations
@@ -11,65 +11,18 @@ from __future__ import annotations
 import ctypes
 import itertools
 import re
-import shutil
-import subprocess
 
 import ml_dtypes
 import numpy as np
 import pytest
+from reference import cuda_emu
 from reference.fake_context import FakeContext, FakeSession, HostMemory
 
 from tenferro_cuda.dtypes import as_dtype
 from tenferro_cuda.kernels.families.permute import ROW_VECTORS, STORAGE, TILE
-from tenferro_cuda.kernels.registry import INCLUDE_DIR, PTX_DIR
 from tenferro_cuda.ops import structural
 from tenferro_cuda.tensor import Tensor
 
-SHIM = r"""
-#pragma once
-#include <barrier>
-#include <cmath>
-#include <cstring>
-#include <thread>
-#include <vector>
-#define __global__
-#define __device__
-#define __forceinline__ inline
-#define __launch_bounds__(...)
-#define __align__(n) __attribute__((aligned(n)))
-#define __shared__ static
-struct emu_dim3 { unsigned x = 0, y = 0, z = 0; };
-inline thread_local emu_dim3 threadIdx, blockIdx;
-inline emu_dim3 blockDim, gridDim;
-inline std::barrier<>* emu_bar = nullptr;
-inline void __syncthreads() { emu_bar->arrive_and_wait(); }
-inline float __uint_as_float(unsigned u) { float f; std::memcpy(&f, &u, 4); return f; }
-inline unsigned __float_as_uint(float f) { unsigned u; std::memcpy(&u, &f, 4); return u; }
-inline float __double2float_rz(double d) { return (float)d; }
-inline float __ll2float_rz(long long v) { return (float)v; }
-inline long long __float2ll_rz(float f) { return (long long)f; }
-inline float __ull2float_rz(unsigned long long v) { return (float)v; }
-inline unsigned long long __float2ull_rz(float f) { return (unsigned long long)f; }
-using std::isinf;
-template <class F> void emu_launch(unsigned gx, unsigned gy, F kernel) {
-  gridDim = {gx, gy, 1};
-  blockDim = {256, 1, 1};
-  std::barrier<> bar(256);
-  emu_bar = &bar;
-  std::vector<std::thread> th;
-  for (unsigned t = 0; t < 256; ++t)
-    th.emplace_back([&, t] {
-      threadIdx = {t, 0, 0};
-      for (unsigned y = 0; y < gy; ++y)
-        for (unsigned x = 0; x < gx; ++x) {
-          blockIdx = {x, y, 0};
-          kernel();
-          bar.arrive_and_wait();
-        }
-    });
-  for (auto& x : th) x.join();
-}
-"""
 SIZE = {v: k for k, v in STORAGE.items()}
 
 
@@ -89,30 +42,16 @@ def _wrappers() -> str:
             body.append((f"tri_{size}_{i}", f"TriPlan<{i}>", f"tri_copy<{st}, {i}>"))
             for name, plan, kern in body:
                 lines.append(f'extern "C" void {name}{sig} {{ {plan} pl; '
-                             f"std::memcpy(&pl, p, sizeof pl); emu_launch(gx, gy, [&] {{ "
+                             "std::memcpy(&pl, p, sizeof pl); "
+                             f"emu_launch(gx, gy, 1, 256, 1, [&] {{ "
                              f"{kern}(({st}*)d, (const {st}*)x, pl); }}); }}")
     return "\n".join(lines)
 
 
 @pytest.fixture(scope="module")
 def lib(tmp_path_factory):
-    cxx = shutil.which("g++") or shutil.which("clang++")
-    if cxx is None:
-        pytest.skip("no host C++ compiler for the kernel emulation")
-    d = tmp_path_factory.mktemp("emu")
-    (d / "shim.h").write_text(SHIM)
-    (d / "probe.cpp").write_text('#include "shim.h"\nint main() { return 0; }\n')
-    base = [cxx, "-std=c++20", "-pthread", f"-I{d}"]
-    if subprocess.run(base + [str(d / "probe.cpp"), "-o", str(d / "probe")],
-                      capture_output=True).returncode:
-        pytest.skip(f"{cxx} lacks C++20 <barrier>")
-    (d / "emu.cpp").write_text(_wrappers())
-    out = d / "libemu.so"
-    proc = subprocess.run(base + ["-O1", "-shared", "-fPIC", f"-I{INCLUDE_DIR}", f"-I{PTX_DIR}",
-                                  str(d / "emu.cpp"), "-o", str(out)], capture_output=True,
-                          text=True)
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    return ctypes.CDLL(str(out))
+    return cuda_emu.build(tmp_path_factory, "structural_emu", _wrappers(),
+                          sources=("permute.cu", "structural.cu"))
 
 
 class EmuSession(FakeSession):

@@ -1,0 +1,170 @@
+"""The host emulation of CUDA built-ins under which the CPU tier runs real kernels of
+``ptx/``: the kernel sources are compiled by the host C++ compiler (``build``) against
+``SHIM``, and called through ``extern "C"`` wrappers that a test writes.
+
+Every CUDA thread of a block is a fiber (``ucontext``) on the calling OS thread. A fiber
+runs until it waits at a barrier that other threads have yet to reach; then the next
+fiber runs, round robin. ``__syncthreads`` is a block barrier; each warp has its own
+barrier (``emu_warp``), behind which the warp built-ins exchange values through
+``emu_xchg``. A round in which no fiber reaches a barrier or ends means a thread missed a
+barrier: the run aborts with a message rather than hang. Every thread runs the blocks of
+the grid in order, with a block barrier after each. Shared memory is ``static``, device
+memory is host memory: alignment, vector paths and barriers run exactly as written.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tenferro_cuda.kernels.compiler import headers_digest
+from tenferro_cuda.kernels.registry import INCLUDE_DIR, PTX_DIR
+
+__all__ = ["SHIM", "build"]
+
+SHIM = r"""
+#pragma once
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <type_traits>
+#include <utility>
+#include <sys/mman.h>
+#include <ucontext.h>
+#define __global__
+#define __device__
+#define __forceinline__ inline
+#define __launch_bounds__(...)
+#define __align__(n) __attribute__((aligned(n)))
+#define __shared__ static
+using std::isinf;
+struct emu_dim3 { unsigned x = 0, y = 0, z = 0; };
+inline emu_dim3 threadIdx, blockIdx, blockDim, gridDim;  // threadIdx: the running fiber's
+struct EmuFiber { ucontext_t ctx; emu_dim3 tid; bool done = false; };
+constexpr std::size_t EMU_STACK = 128 * 1024, EMU_GUARD = 4096, EMU_THREADS = 1024;
+inline EmuFiber emu_fibers[EMU_THREADS];
+inline char* emu_stacks = nullptr;  // EMU_THREADS x (guard page, stack)
+inline ucontext_t emu_main;
+inline unsigned emu_cur = 0;
+inline bool emu_progress = false;  // a barrier reached or a fiber ended since the last switch
+inline void (*emu_body)(void*) = nullptr;
+inline void* emu_body_arg = nullptr;
+inline void emu_yield() { swapcontext(&emu_fibers[emu_cur].ctx, &emu_main); }
+struct EmuBarrier {  // reusable
+  unsigned n = 0, waiting = 0, gen = 0;
+  void wait() {
+    unsigned g = gen;
+    emu_progress = true;
+    if (++waiting == n) { waiting = 0; ++gen; return; }
+    while (gen == g) emu_yield();
+  }
+};
+inline EmuBarrier emu_block, emu_warp[EMU_THREADS / 32];
+inline unsigned char emu_xchg[EMU_THREADS][16];
+inline void __syncthreads() { emu_block.wait(); }
+inline float __int_as_float(int i) { float f; std::memcpy(&f, &i, 4); return f; }
+inline float __uint_as_float(unsigned u) { float f; std::memcpy(&f, &u, 4); return f; }
+inline unsigned __float_as_uint(float f) { unsigned u; std::memcpy(&u, &f, 4); return u; }
+inline double __longlong_as_double(long long i) { double d; std::memcpy(&d, &i, 8); return d; }
+inline float __double2float_rz(double d) { return (float)d; }  // (rounding mode unused here)
+inline float __ll2float_rz(long long v) { return (float)v; }
+inline long long __float2ll_rz(float f) { return (long long)f; }
+inline float __ull2float_rz(unsigned long long v) { return (float)v; }
+inline unsigned long long __float2ull_rz(float f) { return (unsigned long long)f; }
+inline int atomicCAS(int* p, int c, int v) {
+  return __atomic_compare_exchange_n(p, &c, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST), c;
+}
+inline void emu_fiber_main() {
+  for (unsigned z = 0; z < gridDim.z; ++z)
+    for (unsigned y = 0; y < gridDim.y; ++y)
+      for (unsigned x = 0; x < gridDim.x; ++x) {
+        blockIdx = {x, y, z};
+        emu_body(emu_body_arg);
+        emu_block.wait();
+      }
+  emu_fibers[emu_cur].done = true;
+  emu_progress = true;
+}  // returns to emu_main (uc_link)
+inline void emu_stacks_once() {
+  if (emu_stacks != nullptr) return;
+  const std::size_t slot = EMU_GUARD + EMU_STACK;
+  void* m = mmap(nullptr, EMU_THREADS * slot, PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (m == MAP_FAILED) std::abort();
+  emu_stacks = static_cast<char*>(m);
+  for (std::size_t t = 0; t < EMU_THREADS; ++t)  // a stack overflow faults, not corrupts
+    mprotect(emu_stacks + t * slot, EMU_GUARD, PROT_NONE);
+}
+// Run kernel() (a callable) on a grid of (gx, gy, gz) blocks of (bx, by) threads.
+template <class F>
+void emu_launch(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, F kernel) {
+  const unsigned nt = bx * by;
+  if (nt == 0 || nt > EMU_THREADS) std::abort();
+  gridDim = {gx, gy, gz};
+  blockDim = {bx, by, 1};
+  emu_block = EmuBarrier{nt, 0, 0};
+  for (unsigned w = 0; w * 32 < nt; ++w) emu_warp[w] = EmuBarrier{std::min(32u, nt - 32 * w), 0, 0};
+  emu_stacks_once();
+  emu_body = [](void* k) { (*static_cast<F*>(k))(); };
+  emu_body_arg = &kernel;
+  for (unsigned t = 0; t < nt; ++t) {
+    EmuFiber& f = emu_fibers[t];
+    getcontext(&f.ctx);
+    f.ctx.uc_stack.ss_sp = emu_stacks + t * (EMU_GUARD + EMU_STACK) + EMU_GUARD;
+    f.ctx.uc_stack.ss_size = EMU_STACK;
+    f.ctx.uc_link = &emu_main;
+    makecontext(&f.ctx, emu_fiber_main, 0);
+    f.tid = {t % bx, t / bx, 0};
+    f.done = false;
+  }
+  unsigned live = nt, idle = 0;
+  for (unsigned t = 0; live > 0; t = t + 1 == nt ? 0 : t + 1) {
+    if (emu_fibers[t].done) continue;
+    emu_cur = t;
+    threadIdx = emu_fibers[t].tid;
+    emu_progress = false;
+    swapcontext(&emu_main, &emu_fibers[t].ctx);
+    if (emu_fibers[t].done) --live;
+    if (emu_progress) {
+      idle = 0;
+    } else if (++idle > live) {
+      std::fprintf(stderr, "emulated barrier: a thread missed a barrier (deadlock)\n");
+      std::abort();
+    }
+  }
+}
+"""
+
+
+def build(tmp_path_factory, name: str, wrappers: str, shim_extra: str = "",
+          sources: tuple[str, ...] = ()) -> ctypes.CDLL:
+    """The library of ``wrappers`` (C++ that includes ``"shim.h"`` and kernel sources of
+    ``ptx/``) compiled against ``SHIM + shim_extra``; built once per content and pytest
+    run (``sources``: the ``ptx/`` files it includes, part of the content). Skips the
+    test when no host C++ compiler is found."""
+    cxx = shutil.which("g++") or shutil.which("clang++")
+    if cxx is None:
+        pytest.skip("no host C++ compiler for the kernel emulation")
+    shim = SHIM + shim_extra
+    parts = [shim, wrappers, headers_digest()] + [(PTX_DIR / f).read_text() for f in sources]
+    digest = hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
+    d = Path(tmp_path_factory.getbasetemp()) / f"{name}_{digest}"
+    out = d / f"lib{name}.so"
+    if not out.exists():
+        d.mkdir(exist_ok=True)
+        (d / "shim.h").write_text(shim)
+        (d / "emu.cpp").write_text(wrappers)
+        proc = subprocess.run([cxx, "-std=c++17", "-O1", "-shared", "-fPIC", "-w", f"-I{d}",
+                               f"-I{INCLUDE_DIR}", f"-I{PTX_DIR}", str(d / "emu.cpp"), "-o",
+                               str(out)], capture_output=True, text=True)
+        if proc.returncode and "unrecognized" in proc.stderr:
+            pytest.skip(f"{cxx} cannot build the emulation: {proc.stderr[:200]}")
+        assert proc.returncode == 0, proc.stderr[-4000:]
+    return ctypes.CDLL(str(out))
