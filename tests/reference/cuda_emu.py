@@ -4,7 +4,9 @@
 
 Every CUDA thread of a block is a fiber (``ucontext``) on the calling OS thread. A fiber
 runs until it waits at a barrier that other threads have yet to reach; then the next
-fiber runs, round robin. ``__syncthreads`` is a block barrier; each warp has its own
+fiber runs, round robin, in thread order on every other launch and in reverse order on
+the others (so that a read that lacks a barrier before it sees stale data whichever
+thread writes). ``__syncthreads`` is a block barrier; each warp has its own
 barrier (``emu_warp``), behind which the warp built-ins exchange values through
 ``emu_xchg``. A round in which no fiber reaches a barrier or ends means a thread missed a
 barrier: the run aborts with a message rather than hang. Every thread runs the blocks of
@@ -53,6 +55,7 @@ inline EmuFiber emu_fibers[EMU_THREADS];
 inline char* emu_stacks = nullptr;  // EMU_THREADS x (guard page, stack)
 inline ucontext_t emu_main;
 inline unsigned emu_cur = 0;
+inline unsigned emu_launches = 0;
 inline bool emu_progress = false;  // a barrier reached or a fiber ended since the last switch
 inline void (*emu_body)(void*) = nullptr;
 inline void* emu_body_arg = nullptr;
@@ -125,7 +128,9 @@ void emu_launch(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
     f.done = false;
   }
   unsigned live = nt, idle = 0;
-  for (unsigned t = 0; live > 0; t = t + 1 == nt ? 0 : t + 1) {
+  const bool reverse = (emu_launches++ & 1u) != 0;  // a missing barrier shows either way
+  for (unsigned i = 0; live > 0; i = i + 1 == nt ? 0 : i + 1) {
+    const unsigned t = reverse ? nt - 1 - i : i;
     if (emu_fibers[t].done) continue;
     emu_cur = t;
     threadIdx = emu_fibers[t].tid;
