@@ -9,8 +9,9 @@ then the image). Writes are atomic (temporary file + ``os.replace``). On read an
 must carry the key it is read for and lower every name expression asked for: a file whose
 checksum or structure is wrong, or that holds another key's program (files swapped or
 copied over each other, or rewritten with another key), reads as a miss and is
-recompiled. A directory that cannot be written gives one warning and the cache
-continues in memory.
+recompiled; so does an entry that is not a regular file (a directory, a FIFO, a device) or
+is larger than ``MAX_ENTRY``, which is never read. A directory that cannot be written
+gives one warning and the cache continues in memory.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import hashlib
 import json
 import logging
 import os
+import stat
 import struct
 import tempfile
 import threading
@@ -31,6 +33,7 @@ from ..memo import BoundedCache
 log = logging.getLogger("tenferro_cuda")
 MAGIC = b"TFK2"  # TFK1 entries carried no key: read as misses
 _HEADER = struct.Struct("<4s32sI")  # magic, sha256(payload), len(json)
+MAX_ENTRY = 1 << 28  # bytes; the largest program (every instantiation of a family) is ~10 MB
 
 
 def default_cache_dir() -> Path:
@@ -75,6 +78,23 @@ def decode_entry(blob: bytes, key: str, names: tuple[str, ...] = ()) -> Compiled
         return CompiledProgram(bytes(payload[meta_len:]), lowered, str(meta["log"]))
     except (ValueError, KeyError, TypeError, AttributeError):
         return None
+
+
+def _read_entry(path: Path) -> bytes | None:
+    """The bytes of the regular file ``path`` of at most ``MAX_ENTRY`` bytes, else None.
+    Opened without blocking (a FIFO put in an entry's place must not hang the reader)."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_ENTRY:
+            return None
+        chunks, left = [], MAX_ENTRY + 1
+        while left > 0 and (chunk := os.read(fd, min(left, 1 << 24))):
+            chunks.append(chunk)
+            left -= len(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
 
 
 class KernelCache:
@@ -124,13 +144,13 @@ class KernelCache:
             return None
         path = self.path_for(key)
         try:
-            blob = path.read_bytes()
+            blob = _read_entry(path)
         except FileNotFoundError:
             return None
         except OSError as exc:
             self._disable(f"cannot read {path}: {exc}")
             return None
-        prog = decode_entry(blob, key, names)
+        prog = decode_entry(blob, key, names) if blob is not None else None
         if prog is None:
             with self._lock:
                 self.stats["corrupt"] += 1

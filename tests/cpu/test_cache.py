@@ -207,6 +207,29 @@ def test_damaged_file_is_a_miss_then_rewritten(tmp_path, how):
     assert C.KernelCache(tmp_path).get(key) == _program()
 
 
+@pytest.mark.parametrize("what", ["fifo", "directory", "device", "oversized"])
+def test_an_entry_that_is_not_a_plain_file_of_sane_size_is_a_miss(tmp_path, monkeypatch, what):
+    key = C.cache_key(BASE_PARTS)
+    cache = C.KernelCache(tmp_path)
+    path = cache.path_for(key)
+    if what == "fifo":
+        if not hasattr(os, "mkfifo"):
+            pytest.skip("no FIFOs here")
+        os.mkfifo(path)  # opening it for reading would block until a writer came
+    elif what == "directory":
+        path.mkdir()
+    elif what == "device":
+        if not os.path.exists("/dev/zero"):
+            pytest.skip("no /dev/zero here")
+        path.symlink_to("/dev/zero")  # endless: read_bytes() would never return
+    else:
+        C.KernelCache(tmp_path).put(key, _program())
+        monkeypatch.setattr(C, "MAX_ENTRY", path.stat().st_size - 1)
+    assert cache.get(key) is None
+    assert cache.stats["corrupt"] == 1 and cache.stats["misses"] == 1
+    assert cache._disk_ok  # one bad entry does not turn the disk cache off
+
+
 def _temp_files(directory: Path) -> list[str]:
     return sorted(p.name for p in directory.iterdir() if not p.name.endswith(".tfk")
                   or p.name.startswith(".tmp"))
