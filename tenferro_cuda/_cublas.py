@@ -29,6 +29,7 @@ import types
 import weakref
 
 from ._library import load_once
+from .authority import Authority
 from .errors import BackendSourceError, CublasError, OutOfMemoryError
 
 __all__ = ["load", "version", "Handle", "PreparedGemm", "gemm", "gemm_strided_batched",
@@ -195,7 +196,7 @@ def _destroy(handle: int) -> None:
         pass
 
 
-class Handle:
+class Handle(Authority):
     """A cuBLAS handle bound to one stream with a workspace (kept alive by ``owner``)."""
 
     __slots__ = ("value", "stream", "owner", "workspace", "workspace_bytes", "_finalizer",

@@ -1,8 +1,10 @@
 """Authority objects: what may run work on a GPU cannot be duplicated.
 
 The session, its raw and kernel sub-sessions, everything they lend (stream handles,
-modules, functions, device pointers), execution contexts, runtimes and device buffers
-derive from ``Authority``. Copying, deep-copying and pickling each of them raises
+modules, functions, device pointers), execution contexts, runtimes, device buffers and
+every object that releases something exactly once (the owners of adopted DLPack and CUDA
+Array Interface memory, graph-owned memory, cuBLAS handles, pinned host rings) derive
+from ``Authority``. Copying, deep-copying and pickling each of them raises
 ``TypeError``: a copy would be a second owner of a context, a stream or memory that only
 one object may release.
 

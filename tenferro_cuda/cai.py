@@ -22,6 +22,7 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
+from .authority import Authority
 from .dlpack import release_function
 from .dtypes import DType
 from .errors import RuntimeStateError, UnsupportedDTypeError, UnsupportedError, ValidationError
@@ -220,7 +221,7 @@ def _parse_slowly(iface: dict, op: str) -> CAIInfo:
                    _stream(iface, version, op))
 
 
-class HeldProducer:
+class HeldProducer(Authority):
     """Keeps the object that exposed a CUDA Array Interface alive while its memory is
     adopted; dropped only once ``stream`` has finished the work enqueued so far."""
 

@@ -26,6 +26,7 @@ import struct
 import sys
 from typing import NamedTuple
 
+from .authority import Authority
 from .dtypes import DType
 from .errors import RuntimeStateError, UnsupportedDTypeError, ValidationError
 
@@ -337,7 +338,7 @@ def release_function():
     return _release
 
 
-class ForeignOwner:
+class ForeignOwner(Authority):
     """Keeps a DLPack producer's memory alive. ``__del__`` calls the producer's deleter
     exactly once, after ``stream`` has finished the work enqueued so far on it."""
 

@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from .. import _cublas, _driver, _driver_memory
+from ..authority import Authority
 
 __all__ = ["PointerGemm", "PinnedRing", "RING_BYTES"]
 
@@ -44,7 +45,7 @@ def _free_host(ptr: int) -> None:
             pass
 
 
-class PinnedRing:
+class PinnedRing(Authority):
     """Pinned staging for uploads of small host arrays (see the module docstring)."""
 
     __slots__ = ("ptr", "head", "_finalizer", "__weakref__")

@@ -30,6 +30,7 @@ import weakref
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .. import _driver, _driver_graph, _driver_memory
+from ..authority import Authority
 from ..errors import RuntimeStateError
 
 if TYPE_CHECKING:
@@ -62,7 +63,7 @@ def refused(op: str) -> RuntimeStateError:
         "mid-stream); the capture was abandoned and the session stays usable", op=op)
 
 
-class GraphMemory:
+class GraphMemory(Authority):
     """The blocks of the tensors made during one capture (see the module docstring)."""
 
     __slots__ = ("arena", "stream", "blocks", "buffers", "deferred", "constants", "closed",

@@ -267,3 +267,21 @@ def test_kernel_session_checks_its_values(model):
         for bad in (0, -1, 2.5, True):
             with pytest.raises(tc.ValidationError, match="block"):
                 ks.grid_1d(10, bad)
+
+
+def test_owners_of_device_resources_carry_authority():
+    """What releases memory or a handle exactly once -- the owner of adopted DLPack or CUDA
+    Array Interface memory, graph-owned memory, a cuBLAS handle, the pinned ring of the
+    grouped GEMM -- cannot be duplicated either: a copy would release it twice."""
+    from tenferro_cuda._cublas import Handle
+    from tenferro_cuda.cai import HeldProducer
+    from tenferro_cuda.dlpack import ForeignOwner
+    from tenferro_cuda.exec.blas_groups import PinnedRing
+    from tenferro_cuda.exec.capture import GraphMemory
+
+    owners = [ForeignOwner(0, None), HeldProducer(None), GraphMemory(None, None),
+              Handle.__new__(Handle), PinnedRing.__new__(PinnedRing)]
+    for obj in owners:
+        for how in (copy.copy, copy.deepcopy, pickle.dumps):
+            with pytest.raises(TypeError, match="cannot be"):
+                how(obj)
