@@ -80,15 +80,15 @@ def decode_entry(blob: bytes, key: str, names: tuple[str, ...] = ()) -> Compiled
         return None
 
 
-def _read_entry(path: Path) -> bytes | None:
-    """The bytes of the regular file ``path`` of at most ``MAX_ENTRY`` bytes, else None.
-    Opened without blocking (a FIFO put in an entry's place must not hang the reader)."""
+def read_regular(path: Path, limit: int) -> bytes | None:
+    """The bytes of ``path`` if it is a regular file of at most ``limit`` bytes, else None.
+    Opened without blocking (a FIFO put in a file's place must not hang the reader)."""
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
     try:
         info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_ENTRY:
+        if not stat.S_ISREG(info.st_mode) or info.st_size > limit:
             return None
-        chunks, left = [], MAX_ENTRY + 1
+        chunks, left = [], limit + 1
         while left > 0 and (chunk := os.read(fd, min(left, 1 << 24))):
             chunks.append(chunk)
             left -= len(chunk)
@@ -144,7 +144,7 @@ class KernelCache:
             return None
         path = self.path_for(key)
         try:
-            blob = _read_entry(path)
+            blob = read_regular(path, MAX_ENTRY)
         except FileNotFoundError:
             return None
         except OSError as exc:

@@ -35,7 +35,7 @@ import threading
 from pathlib import Path
 
 from .. import _nvrtc
-from .cache import cache_key
+from .cache import cache_key, read_regular
 
 log = logging.getLogger("tenferro_cuda")
 SONAMES = ("libnvrtc.so.13", "libnvrtc.so.12")  # besides the recorded file's own name
@@ -129,7 +129,8 @@ def _read_record(directory: Path) -> str | None:
     if not sys.platform.startswith("linux"):
         return None
     try:
-        text = record_path(directory).read_text()
+        data = read_regular(record_path(directory), 4096)
+        text = data.decode() if data is not None else ""
     except (OSError, UnicodeDecodeError):
         return None
     fields = text.split("\t")
@@ -182,7 +183,7 @@ def _write_record(directory: Path, ver: str) -> None:
         return
     target = record_path(directory)
     try:
-        if target.is_file() and target.read_text() == line:
+        if target.exists() and read_regular(target, 4096) == line.encode():
             return
         fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".id")
         try:

@@ -82,6 +82,23 @@ def test_a_record_is_valid_only_while_the_library_file_is_unchanged(tmp_path, mo
 
 
 @pytest.mark.skipif(not LINUX, reason="records are read on Linux only")
+@pytest.mark.parametrize("what", ["fifo", "directory", "endless", "binary"])
+def test_a_record_that_is_not_a_small_text_file_is_ignored_at_once(tmp_path, monkeypatch,
+                                                                    what):
+    monkeypatch.setattr(toolchain, "_loaded", lambda name: False)
+    path = toolchain.record_path(tmp_path)
+    if what == "fifo":
+        os.mkfifo(path)  # reading it would block until a writer came
+    elif what == "directory":
+        path.mkdir()
+    elif what == "endless":
+        path.symlink_to("/dev/zero")
+    else:
+        path.write_bytes(b"\xff\xfe13.0\t")
+    assert toolchain._read_record(tmp_path) is None
+
+
+@pytest.mark.skipif(not LINUX, reason="records are read on Linux only")
 def test_a_library_loaded_by_someone_else_makes_nvrtc_answer(tmp_path, monkeypatch):
     lib = tmp_path / "libnvrtc.so.99"
     lib.write_bytes(b"x")
