@@ -44,7 +44,7 @@ class CudaGraph(Authority):
     """An instantiated capture of session work (see the module docstring)."""
 
     __slots__ = ("_session", "_ctx", "_state", "_graph", "_exec", "_memory", "_external",
-                 "_kept", "_ops", "_fixed", "_written", "_spans", "_table", "_sites",
+                 "_kept", "_ops", "_fixed", "_written", "_scalars", "_spans", "_table", "_sites",
                  "_shift", "_bound", "__weakref__")
     _session: Any
     _ctx: Any
@@ -57,6 +57,7 @@ class CudaGraph(Authority):
     _ops: tuple[str, ...]  # the captured ops' names, in order
     _fixed: set[int]  # id of tensors read through a device pointer table
     _written: set[int]  # id of tensors the graph writes (outputs of _into ops)
+    _scalars: frozenset[int]  # the parameter words the captured scalar operands may be
     _spans: dict[int, tuple[int, int]]  # id -> the captured view's byte range
     _table: Any  # the NodeTable (read on the first rebinding)
     _sites: dict[int, list]
@@ -73,7 +74,7 @@ class CudaGraph(Authority):
         self._graph = self._exec = 0
         self._memory = state.memory
         self._external, self._kept, self._ops, self._fixed, self._spans = {}, (), (), set(), {}
-        self._written = set()
+        self._written, self._scalars = set(), frozenset()
         self._table, self._sites, self._shift, self._bound = None, {}, {}, {}
         return self
 
@@ -84,6 +85,7 @@ class CudaGraph(Authority):
         self._ops = tuple(state.ops)
         self._fixed = set(state.table_users)
         self._written = set(state.written)
+        self._scalars = frozenset(state.scalars)
         self._spans = {key: byte_range(t) for key, t in self._external.items()}
 
     # --- what it holds -----------------------------------------------------------------
@@ -180,6 +182,8 @@ class CudaGraph(Authority):
             shifts[id(key)] = new.data_ptr() - key.data_ptr()
             bound[id(key)] = new
         self._check_overlap(shifts, op)
+        if self._scalars:
+            self._check_scalars(shifts, op)
         table = self._nodes()
         for key_id in set(self._shift) | set(shifts):
             shift = shifts.get(key_id, 0)
@@ -211,6 +215,17 @@ class CudaGraph(Authority):
                     raise ValidationError("a rebound tensor overlaps another tensor of the "
                                           "graph that it did not overlap when captured",
                                           op=op)
+
+    def _check_scalars(self, shifts: dict[int, int], op: str) -> None:
+        """A kernel parameter with the bits of both a captured scalar operand and an
+        address inside a tensor to move cannot be told apart: refuse rather than move a
+        value."""
+        for key_id, shift in shifts.items():
+            if shift and any(site[2] in self._scalars for site in self._sites_of(key_id)):
+                raise ValidationError(
+                    "a scalar operand captured in this graph has the bits of an address "
+                    "inside a tensor to rebind, and the graph cannot tell the two apart: "
+                    "pass that value as a tensor, or capture again", op=op)
 
     def _nodes(self) -> Any:
         if self._table is None:

@@ -25,9 +25,12 @@ become unusable. Frees of other buffers during the capture wait until it ends.
 
 from __future__ import annotations
 
+import struct
 import sys
 import weakref
 from typing import TYPE_CHECKING, Any, Protocol
+
+import numpy as np
 
 from .. import _driver, _driver_graph, _driver_memory
 from ..authority import Authority
@@ -147,11 +150,37 @@ class Capturing(Protocol):
     _blas: Any
 
 
+_MASK64 = (1 << 64) - 1
+_F64, _U64, _F32X2 = struct.Struct("<d"), struct.Struct("<Q"), struct.Struct("<ff")
+
+
+_SCALARS = (int, float, complex, np.integer, np.floating, np.complexfloating)
+
+
+def scalar_words(value: object) -> tuple[int, ...]:
+    """The 8-byte kernel-parameter words a scalar operand may be passed as: the bits of a
+    64-bit integer, of a float64, and of the parts of a complex128 or a complex64
+    (narrower values fill less than a word)."""
+    if isinstance(value, (bool, np.bool_)):
+        return ()
+    if isinstance(value, (int, np.integer)):
+        return (int(value) & _MASK64,)
+    if isinstance(value, (float, np.floating)):
+        return (_U64.unpack(_F64.pack(float(value)))[0],)
+    z = complex(value)  # type: ignore[call-overload]
+    words = [_U64.unpack(_F64.pack(z.real))[0], _U64.unpack(_F64.pack(z.imag))[0]]
+    try:
+        words.append(_U64.unpack(_F32X2.pack(z.real, z.imag))[0])
+    except OverflowError:
+        pass
+    return tuple(words)
+
+
 class CaptureState:
     """One capture in progress on one execution context (see the module docstring)."""
 
     __slots__ = ("ctx", "memory", "external", "kept", "ops", "table_users", "written",
-                 "abandoned", "refused", "blas_workspace")
+                 "scalars", "abandoned", "refused", "blas_workspace")
 
     def __init__(self, ctx: Capturing, memory: GraphMemory) -> None:
         self.ctx, self.memory = ctx, memory
@@ -160,6 +189,7 @@ class CaptureState:
         self.ops: list[str] = []
         self.table_users: set[int] = set()  # id of tensors given to a TABLE_OPS op
         self.written: set[int] = set()  # id of tensors given as an op's output
+        self.scalars: set[int] = set()  # the parameter words scalar operands may become
         self.abandoned = ""  # why the capture ended early: a refused op, a session's end
         self.refused = ""  # the op refused, when that was why
         self.blas_workspace: DeviceBuffer | None = None
@@ -184,7 +214,10 @@ class CaptureState:
                      arg.values() if isinstance(arg, dict) else (arg,))
             for item in items:
                 for value in (item if isinstance(item, (list, tuple)) else (item,)):
-                    self._note(value, table)
+                    if isinstance(value, _SCALARS):
+                        self.scalars.update(scalar_words(value))
+                    else:
+                        self._note(value, table)
 
     def _note(self, value: object, table: bool) -> None:
         buf = getattr(getattr(value, "base", value), "buffer", None)

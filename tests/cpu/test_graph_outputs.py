@@ -64,3 +64,52 @@ def test_a_callers_op_name_never_abandons_a_capture(driver):
     with pytest.raises(RuntimeStateError, match="not allowed during capture"):
         with CaptureScope(session):
             entry.check(session, "synchronize")  # the method itself
+
+
+class _WordTable:
+    """A node table whose one site in each range holds ``word`` (a kernel parameter)."""
+
+    def __init__(self, word: int) -> None:
+        self.word, self.moves = word, []
+
+    def sites(self, lo, hi):
+        return [("node", (0, 8), self.word)] if lo <= self.word < hi else []
+
+    def move(self, sites, shift):
+        self.moves.append((tuple(sites), shift))
+
+    def push(self, exe, context):
+        pass
+
+
+@pytest.mark.parametrize("kind", ["int", "uint64", "float", "complex"])
+def test_a_scalar_with_the_bits_of_a_rebound_address_refuses_the_rebinding(driver, kind):
+    import struct
+
+    import numpy as np
+
+    session = FakeSession()
+    ctx = session._ctx
+    ctx.context_id = 5
+    x, other = tensor(ctx), tensor(ctx)
+    word = x.data_ptr() + 8  # a parameter word inside x's bytes
+    value = {"int": word, "uint64": np.uint64(word),
+             "float": struct.unpack("<d", struct.pack("<Q", word))[0],
+             "complex": complex(struct.unpack("<d", struct.pack("<Q", word))[0], 1.0)}[kind]
+    state = cap.CaptureState(ctx, cap.GraphMemory(ctx.home, 99))
+    state.admit("add", (x, value))
+    g = CudaGraph._begin(session, state)
+    g._ready(state, 0xA1, 0xE1)
+    g._table = _WordTable(word)
+    with pytest.raises(ValidationError, match="scalar operand .* bits of an address"):
+        g._rebind(ctx, {x: other})
+    assert g._table.moves == []
+    g._rebind(ctx, {x: x})  # no shift: nothing to tell apart
+
+    state = cap.CaptureState(ctx, cap.GraphMemory(ctx.home, 99))
+    state.admit("add", (x, 3))  # a value that is no address in x: rebinding moves the word
+    g = CudaGraph._begin(session, state)
+    g._ready(state, 0xA1, 0xE1)
+    g._table = _WordTable(word)
+    g._rebind(ctx, {x: other})
+    assert g._table.moves == [((("node", (0, 8), word),), other.data_ptr() - x.data_ptr())]
