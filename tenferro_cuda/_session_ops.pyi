@@ -5552,7 +5552,9 @@ class SessionOps:
             A view instead of an owned tensor.
         RuntimeStateError
             Not resident on this session (already reclaimed, say), or exported through
-            DLPack to a consumer that still holds it (its memory must outlive that).
+            DLPack to a consumer that still holds it (its memory must outlive that). The
+            CUDA Array Interface has no release signal: a consumer that read it is not
+            known here, so reclaim only what no consumer still reads.
         """
         ...
 
