@@ -17,7 +17,10 @@ Contract (DESIGN 9):
 - ``foreign_call`` runs another library's code inside an op (a producer's
   ``__dlpack__``); if that code left another context on top, ours is put back on top.
   ``foreign_call_over`` is the same for a caller that knows ours is on top (an op body):
-  one query, after the call.
+  one query, after the call. ``foreign_call_saved`` is for code nothing is known of (a
+  producer class of no array library): the whole stack is saved before the call and put
+  back exactly when the call left another context on top (it pushed and forgot, popped
+  ours, or replaced it), at the price of the snapshot.
 - A scope that never exits normally (an abandoned scope object, a generator left
   suspended and collected later, an exit called from another thread, interpreter
   shutdown) is never restored later: it is only abandoned (marked dead, no driver call).
@@ -37,7 +40,7 @@ from .. import _driver
 from ..errors import BackendSourceError
 
 __all__ = ["ScopeGuard", "call_pushed", "within", "foreign_call", "foreign_call_over",
-           "current_id", "stack"]
+           "foreign_call_saved", "current_id", "stack"]
 
 R = TypeVar("R")
 current_id = _driver.current_context_id  # the calling thread's current context (0: none)
@@ -196,3 +199,22 @@ def foreign_call_over(ours: Any, ours_id: int, fn: Callable[..., R], *args: Any)
                 _driver.ctx_set_current(ours)
             except BaseException as exc:  # noqa: BLE001 - never hide the call's outcome
                 _report(getattr(fn, "__name__", "foreign call"), exc)
+
+
+def foreign_call_saved(fn: Callable[..., R], *args: Any) -> R:
+    """``fn(*args)`` (code nothing is known of) with the whole stack saved first and put
+    back exactly if the call left another context current."""
+    saved = _driver.ctx_stack_take()
+    _driver.ctx_stack_put(saved)
+    top = int(saved[-1]) if saved else 0
+    try:
+        return fn(*args)
+    finally:
+        if current_id() != top:
+            try:
+                _driver.ctx_stack_take()
+            except BaseException as exc:  # noqa: BLE001 - never hide the call's outcome
+                _report(getattr(fn, "__name__", "foreign call"), exc)
+            failed = _driver.ctx_stack_put(saved, strict=False)
+            if failed is not None:
+                _report(getattr(fn, "__name__", "foreign call"), failed)

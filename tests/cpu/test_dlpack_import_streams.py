@@ -221,3 +221,57 @@ def test_session_exposes_a_stream_object():
     prop = CudaExecSession.__dict__["stream"]
     assert isinstance(prop, property) and "__cuda_stream__" in prop.__doc__
     assert dlpack.CAPSULE_TYPE.__name__ == "PyCapsule"
+
+
+# --- a producer's code and the caller's context stack -------------------------------------
+
+F1, F2 = 0xF1, 0xF2
+CHANGES = {
+    "pushes and forgets": lambda m: m.cuCtxPushCurrent(F2),
+    "pushes twice": lambda m: (m.cuCtxPushCurrent(F2), m.cuCtxPushCurrent(F1)),
+    "pops ours": lambda m: m.cuCtxPopCurrent(),
+    "pops everything": lambda m: [m.cuCtxPopCurrent() for _ in list(m.stack)],
+    "sets current": lambda m: m.cuCtxSetCurrent(F2),
+}
+
+
+class Meddler(Producer):
+    """A producer (of no array library) whose ``__dlpack__`` and CUDA Array Interface
+    change the thread's contexts and leave them so."""
+
+    change = staticmethod(lambda m: None)
+    model = None
+
+    def __dlpack__(self, **kwargs):
+        self.change(self.model)
+        return super().__dlpack__(**kwargs)
+
+    @property
+    def __cuda_array_interface__(self):
+        self.change(self.model)
+        return _iface(self.array)
+
+
+@pytest.mark.parametrize("how", ["dlpack", "cai"])
+@pytest.mark.parametrize("change", CHANGES)
+def test_a_producer_that_meddles_with_contexts_leaves_the_stack_as_it_was(fx, how, change):
+    from reference.fake_ctx_stack import Ctx
+
+    fx.model.stack[:] = [Ctx(F1), fx.context]  # a caller's context under ours
+    p = Meddler(np.arange(4.0))
+    p.change, p.model = CHANGES[change], fx.model
+    t = (interop.from_dlpack if how == "dlpack" else interop.from_cuda_array_interface)(fx, p)
+    assert fx.model.stack == [F1, fx.context_id]
+    assert t.data_ptr() == p.array.ctypes.data
+
+
+def test_array_library_producers_take_the_light_guard(fx):
+    """A producer class of a known array library costs one context query, no snapshot."""
+    Known = type("Tensor", (Producer,), {"__module__": "torch"})  # noqa: N806
+    p = Known(np.arange(4.0))
+    fx.model.calls.clear()
+    interop.from_dlpack(fx, p)
+    assert fx.model.calls == ["get"]
+    fx.model.calls.clear()
+    interop.from_dlpack(fx, Producer(np.arange(4.0)))
+    assert "pop" in fx.model.calls and "push" in fx.model.calls

@@ -138,6 +138,18 @@ def test_foreign_code_inside_an_op_gets_our_context_back_on_top(model, change):
     assert model.stack[-1] == P
 
 
+@pytest.mark.parametrize("start", ["primary", "foreign under primary", "none", "foreign"])
+@pytest.mark.parametrize("body", BODIES)
+def test_code_nothing_is_known_of_leaves_the_whole_stack_as_it_was(model, start, body):
+    model.stack[:] = STARTS[start]
+    before = list(model.stack)
+    try:
+        guard.foreign_call_saved(BODIES[body], model)
+    except (ValueError, KeyboardInterrupt):
+        pass
+    assert model.stack == before
+
+
 def test_stack_reads_and_leaves_the_stack(model):
     model.stack[:] = [F1, P, F2]
     assert guard.stack() == (int(F1), int(P), int(F2))

@@ -288,3 +288,44 @@ def test_random_walk_of_1000_steps(contexts):
         cm, saved, _ = open_scopes.pop()
         cm.__exit__(None, None, None)
         assert stack() == saved
+
+
+class _Meddler:
+    """A producer of no array library around a PyTorch tensor: after handing out the
+    capsule or the interface, it changes the thread's contexts and leaves them so."""
+
+    def __init__(self, inner, change) -> None:
+        self.inner, self.change = inner, change
+
+    def __dlpack__(self, **kwargs):
+        capsule = self.inner.__dlpack__(**kwargs)
+        self.change()
+        return capsule
+
+    def __dlpack_device__(self):
+        return self.inner.__dlpack_device__()
+
+    @property
+    def __cuda_array_interface__(self):
+        iface = self.inner.__cuda_array_interface__
+        self.change()
+        return iface
+
+
+@pytest.mark.parametrize("how", ["from_dlpack", "from_cuda_array_interface"])
+@pytest.mark.parametrize("change", ["pushes", "pops_ours", "sets"])
+def test_a_meddling_producer_leaves_the_callers_stack(contexts, how, change):
+    torch = pytest.importorskip("torch")
+    p, fa, fb = contexts
+    inner = torch.arange(8, dtype=torch.float32, device="cuda:0")
+    torch.cuda.synchronize()
+    push(fa)
+    with tc.cuda_exec_session(0) as s:
+        before = stack()
+        act = {"pushes": lambda: push(fb), "pops_ours": pop,
+               "sets": lambda: set_current(fb)}[change]
+        t = getattr(s, how)(_Meddler(inner, act))
+        assert stack() == before
+        np.testing.assert_array_equal(s.download_to_host(t).numpy(), np.arange(8.0))
+    assert stack() == [int(fa)]
+    pop()

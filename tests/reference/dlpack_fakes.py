@@ -6,7 +6,8 @@
   The driver calls the interop code makes are recorded instead: ``orders`` holds
   ``(waiter, producer)`` handle pairs (``_driver.stream_order``), ``copies`` the copies
   on other streams (``_foreign.copy_on``, done with memmove), ``launches`` the kernel
-  launches; ``events`` counts the events made and destroyed.
+  launches; ``events`` counts the events made and destroyed. The thread's context stack
+  is ``reference/fake_ctx_stack.py``'s model (``model``), with our context on top.
 - ``Producer``: a DLPack producer over host memory that builds capsules by hand (any
   dtype code, flags, byte_offset, version, legacy or versioned) and counts its deleter
   calls; ``asked`` records the ``stream=`` of each ``__dlpack__`` call.
@@ -23,9 +24,10 @@ import numpy as np
 
 from tenferro_cuda import _driver, _foreign, dlpack
 from tenferro_cuda.dtypes import as_dtype
-from tenferro_cuda.exec import guard
 from tenferro_cuda.memory import _Arena
 from tenferro_cuda.tensor import Tensor
+
+from .fake_ctx_stack import Ctx, install
 
 OUR_STREAM = 0x5150
 CONTEXT_ID = 0xC0
@@ -42,7 +44,9 @@ class Interop:
         self.home = _Arena(pool, self.stream)  # type: ignore[arg-type]
         self.runtime = SimpleNamespace(closed=False, context="ctx",
                                        check_alive=lambda op: None)
-        self.context, self.context_id = "ctx", CONTEXT_ID
+        self.model = install(monkeypatch)
+        self.context, self.context_id = Ctx(CONTEXT_ID), CONTEXT_ID
+        self.model.stack.append(self.context)
         self.ordinal, self.domain = 0, domain
         self.thread = threading.get_ident()
         self.events: list = []
@@ -58,7 +62,6 @@ class Interop:
         monkeypatch.setattr(_driver, "stream_order", self._order)
         monkeypatch.setattr(_driver, "event_create", self._event)
         monkeypatch.setattr(_driver, "event_destroy", self._destroy)
-        monkeypatch.setattr(guard, "current_id", lambda: CONTEXT_ID)
         monkeypatch.setattr(_foreign, "copy_on", self._copy_on)
 
     # --- recorded driver calls ------------------------------------------------------------

@@ -11,7 +11,8 @@ tests: ``cuCtxGetCurrent``, ``cuCtxPushCurrent``, ``cuCtxPopCurrent`` and
 
 Contexts are ints (``Ctx`` wraps one so that ``int(ctx)`` works as for ``CUcontext``).
 ``install(monkeypatch)`` puts the model under ``tenferro_cuda._driver`` (the raw
-bindings module and its checked wrappers), so ``exec/guard.py`` runs unchanged over it.
+bindings module and its checked wrappers), so ``exec/guard.py`` runs unchanged over it;
+any other name of the bindings module (a type) is the real one.
 ``refuse`` holds contexts whose push fails, ``refuse_pop`` those whose pop fails (a driver
 error), to test rollbacks.
 """
@@ -85,10 +86,18 @@ class ContextStacks:
     def CUresult(self, code: int):  # noqa: N802 - the bindings' name (status_name)
         raise ValueError(code)
 
+    def __getattr__(self, name: str):
+        """Anything else (types such as ``CUstream``) from the real bindings."""
+        real = self.__dict__.get("real")
+        if real is None:
+            raise AttributeError(name)
+        return getattr(real, name)
+
 
 def install(monkeypatch) -> ContextStacks:
     """Put a fresh model under ``tenferro_cuda._driver``; returns it."""
     model = ContextStacks()
+    model.real = _driver._d
 
     def checked(api: str):
         fn = getattr(model, api)

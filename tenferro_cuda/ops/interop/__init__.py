@@ -22,7 +22,10 @@ Stream order, without a host wait, one pooled event at most (``_foreign.order``)
 Everything is validated before anything changes: host arrays raise ValidationError
 (pointing to ``upload_host_tensor``), arrays on another CUDA device RuntimeStateError.
 The producer's own code (``__dlpack__``, the interface property) runs through
-``exec.guard.foreign_call_over``, which puts our context back if the code changed it.
+``exec.guard.foreign_call_over``, which puts our context back on top if the code changed
+it; a producer of no known array library (``KNOWN_PRODUCERS``: its class's top-level
+module) runs through ``foreign_call_saved`` instead, which puts the caller's whole stack
+back exactly.
 """
 
 from __future__ import annotations
@@ -142,8 +145,7 @@ def from_dlpack(ctx: ExecContext, obj: object, stream: object = None) -> Tensor 
             ask, wait = int(ctx.stream), None
         else:
             ask, wait = _LEGACY, _LEGACY
-        capsule = guard.foreign_call_over(ctx.context, ctx.context_id, request_capsule, obj,
-                                          ask, op)
+        capsule = _foreign_call(ctx, obj, request_capsule, obj, ask, op)
     data, shape, strides, dtype, device, versioned, readonly, managed, _, deleter = \
         read_capsule(capsule, op)
     if device[0] != 2 or device[1] != ctx.ordinal:
@@ -184,7 +186,7 @@ def from_cuda_array_interface(ctx: ExecContext, obj: object,
     if type(obj) is dict:
         iface = obj
     else:
-        iface = guard.foreign_call_over(ctx.context, ctx.context_id, interface_of, obj, op)
+        iface = _foreign_call(ctx, obj, interface_of, obj, op)
     info = parse_interface(iface, op)
     if 0 not in info.shape:
         _check_pointer(ctx, info.data, op)
@@ -193,6 +195,26 @@ def from_cuda_array_interface(ctx: ExecContext, obj: object,
         _wait_for(ctx, wait)
     owner = HeldProducer(obj, ctx.stream, ctx.runtime, info.readonly)
     return _adopt(ctx, info.data, info.dtype, info.shape, info.strides, owner)
+
+
+KNOWN_PRODUCERS = frozenset({"torch", "cupy", "jax", "jaxlib", "numba", "numpy", "cuda",
+                             "tenferro_cuda"})
+_known_types: dict[type, bool] = {}
+
+
+def _foreign_call(ctx: ExecContext, obj: object, fn: Callable, *args: object):
+    """``fn(*args)``, code of ``obj``'s producer, under the context guard: the light one
+    for the array libraries of ``KNOWN_PRODUCERS``, the exact one for any other."""
+    kind = type(obj)
+    known = _known_types.get(kind)
+    if known is None:
+        if len(_known_types) > 512:  # classes made on the fly: keep the memo bounded
+            _known_types.clear()
+        module = getattr(kind, "__module__", None) or ""
+        known = _known_types[kind] = module.partition(".")[0] in KNOWN_PRODUCERS
+    if known:
+        return guard.foreign_call_over(ctx.context, ctx.context_id, fn, *args)
+    return guard.foreign_call_saved(fn, *args)
 
 
 def _is_ours(ctx: ExecContext, obj: object) -> bool:
