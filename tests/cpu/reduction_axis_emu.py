@@ -3,7 +3,7 @@ sort.cu), shared by test_reduction_axis_emulated*.py: the same harness as
 reduction_emu.py (the real kernels compiled by the host C++ compiler, every thread a
 fiber, the real op functions and argument packing) with the warp built-ins these
 kernels use besides ``__shfl_xor_sync``: ``__shfl_up_sync``, ``__shfl_sync``,
-``__ballot_sync``, ``__match_any_sync``, ``__popc`` and shared-memory ``atomicAdd``.
+``__ballot_sync``, ``__match_any_sync`` and shared-memory ``atomicAdd``.
 
 ````session`` lowers the planners' thresholds so that small inputs take every path (split
 argmax passes, multi-level and chained scans, the radix sort from 101 elements a row, over several
@@ -72,8 +72,6 @@ inline int __all_sync(unsigned, int p) {
   unsigned every = lanes == 32 ? 0xffffffffu : (1u << lanes) - 1u;
   return __ballot_sync(0xffffffffu, p) == every;
 }
-inline int __popc(unsigned v) { return __builtin_popcount(v); }
-inline int __ffs(unsigned v) { return __builtin_ffs((int)v); }
 inline unsigned atomicAdd(unsigned* p, unsigned v) {
   return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST);
 }

@@ -43,13 +43,6 @@ template <class T> T __shfl_xor_sync(unsigned, T v, int m) {
   emu_warp[t / 32].wait();
   return r;
 }
-template <class... P, std::size_t... I>
-void emu_call(void (*k)(P...), void** a, std::index_sequence<I...>) {
-  k(*reinterpret_cast<std::remove_reference_t<P>*>(a[I])...);
-}
-template <class... P> void emu_call(void (*k)(P...), void** a) {
-  emu_call(k, a, std::index_sequence_for<P...>{});
-}
 """
 LOWP = ("tf::half", "tf::bfloat16")
 FAMILIES = ("reduce", "blas1", "copy", "permute")

@@ -38,15 +38,19 @@ SHIM = r"""
 #include <cstring>
 #include <type_traits>
 #include <utility>
+#include <math.h>
 #include <sys/mman.h>
 #include <ucontext.h>
 #define __global__
 #define __device__
+#define __host__
 #define __forceinline__ inline
 #define __launch_bounds__(...)
 #define __align__(n) __attribute__((aligned(n)))
 #define __shared__ static
 using std::isinf;
+using std::isnan;
+using std::isfinite;
 struct emu_dim3 { unsigned x = 0, y = 0, z = 0; };
 inline emu_dim3 threadIdx, blockIdx, blockDim, gridDim;  // threadIdx: the running fiber's
 struct EmuFiber { ucontext_t ctx; emu_dim3 tid; bool done = false; };
@@ -81,6 +85,22 @@ inline float __ll2float_rz(long long v) { return (float)v; }
 inline long long __float2ll_rz(float f) { return (long long)f; }
 inline float __ull2float_rz(unsigned long long v) { return (float)v; }
 inline unsigned long long __float2ull_rz(float f) { return (unsigned long long)f; }
+inline long long __double_as_longlong(double d) { long long i; std::memcpy(&i, &d, 8); return i; }
+inline int __popc(unsigned v) { return __builtin_popcount(v); }
+inline int __popcll(unsigned long long v) { return __builtin_popcountll(v); }
+inline int __clz(int v) { return v == 0 ? 32 : __builtin_clz((unsigned)v); }
+inline int __clzll(long long v) { return v == 0 ? 64 : __builtin_clzll((unsigned long long)v); }
+inline int __ffs(unsigned v) { return __builtin_ffs((int)v); }
+alignas(16) inline unsigned char emu_dynamic_smem[227 * 1024];  // extern __shared__ arrays
+template <class... P, std::size_t... I>
+void emu_call(void (*k)(P...), void** a, std::index_sequence<I...>) {
+  k(*reinterpret_cast<std::remove_reference_t<P>*>(a[I])...);
+}
+// Call kernel k with the parameters of a cuLaunchKernel-style array (a[i]: the address of
+// parameter i), read at the types of k's own signature.
+template <class... P> void emu_call(void (*k)(P...), void** a) {
+  emu_call(k, a, std::index_sequence_for<P...>{});
+}
 inline int atomicCAS(int* p, int c, int v) {
   return __atomic_compare_exchange_n(p, &c, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST), c;
 }
@@ -149,24 +169,37 @@ void emu_launch(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
 
 
 def build(tmp_path_factory, name: str, wrappers: str, shim_extra: str = "",
-          sources: tuple[str, ...] = ()) -> ctypes.CDLL:
+          sources: tuple[str, ...] = (),
+          overrides: dict[str, tuple[str, str]] | None = None,
+          optimize: str = "-O1") -> ctypes.CDLL:
     """The library of ``wrappers`` (C++ that includes ``"shim.h"`` and kernel sources of
     ``ptx/``) compiled against ``SHIM + shim_extra``; built once per content and pytest
-    run (``sources``: the ``ptx/`` files it includes, part of the content). Skips the
-    test when no host C++ compiler is found."""
+    run (``sources``: the ``ptx/`` files it includes, part of the content). ``overrides``
+    maps a header of ``ptx/include/tenferro`` to a (text, replacement) edit made in a copy
+    of those headers that the build reads instead (an ``extern __shared__`` array, say).
+    ``optimize``: the compiler's level (``-O0`` compiles many kernels that run little
+    three times faster). Skips the test when no host C++ compiler is found."""
     cxx = shutil.which("g++") or shutil.which("clang++")
     if cxx is None:
         pytest.skip("no host C++ compiler for the kernel emulation")
     shim = SHIM + shim_extra
-    parts = [shim, wrappers, headers_digest()] + [(PTX_DIR / f).read_text() for f in sources]
+    edits = sorted((overrides or {}).items())
+    parts = [shim, wrappers, headers_digest(), repr(edits), optimize]
+    parts += [(PTX_DIR / f).read_text() for f in sources]
     digest = hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
     d = Path(tmp_path_factory.getbasetemp()) / f"{name}_{digest}"
     out = d / f"lib{name}.so"
     if not out.exists():
         d.mkdir(exist_ok=True)
         (d / "shim.h").write_text(shim)
+        if edits:  # quoted includes look beside the including header: copy all of them
+            shutil.copytree(INCLUDE_DIR / "tenferro", d / "tenferro", dirs_exist_ok=True)
+            for header, (text, replacement) in edits:
+                path = d / "tenferro" / header
+                assert text in path.read_text(), f"{header} no longer holds {text!r}"
+                path.write_text(path.read_text().replace(text, replacement))
         (d / "emu.cpp").write_text(wrappers)
-        proc = subprocess.run([cxx, "-std=c++17", "-O1", "-shared", "-fPIC", "-w", f"-I{d}",
+        proc = subprocess.run([cxx, "-std=c++17", optimize, "-shared", "-fPIC", "-w", f"-I{d}",
                                f"-I{INCLUDE_DIR}", f"-I{PTX_DIR}", str(d / "emu.cpp"), "-o",
                                str(out)], capture_output=True, text=True)
         if proc.returncode and "unrecognized" in proc.stderr:
