@@ -51,6 +51,14 @@ SHIM = r"""
 using std::isinf;
 using std::isnan;
 using std::isfinite;
+struct alignas(8) int2 { int x, y; };
+struct alignas(16) int4 { int x, y, z, w; };
+struct alignas(8) uint2 { unsigned x, y; };
+struct alignas(16) uint4 { unsigned x, y, z, w; };
+struct alignas(16) longlong2 { long long x, y; };
+struct alignas(16) ulonglong2 { unsigned long long x, y; };
+struct alignas(16) float4 { float x, y, z, w; };
+struct alignas(16) double2 { double x, y; };
 struct emu_dim3 { unsigned x = 0, y = 0, z = 0; };
 inline emu_dim3 threadIdx, blockIdx, blockDim, gridDim;  // threadIdx: the running fiber's
 struct EmuFiber { ucontext_t ctx; emu_dim3 tid; bool done = false; };
