@@ -1,63 +1,33 @@
-"""The elementwise functors of ptx/include/tenferro/ops.cuh on every dtype but
-float16/bfloat16 (whose conversions are PTX), and the cast projection between every pair
-of those dtypes, compiled by the host C++ compiler against a small emulation of the CUDA
-built-ins and run on every pair of special values (integers: 0, 1, the extremes, the top
-bit, -1; floats: signed zeros, infinities, NaN, the extremes, subnormals) and on random
-operands, against the numpy reference of tests/gpu (test_elementwise_ref.py,
-stablehlo_ref.py, test_cast_ref.py) with its tolerances (the host's libm stands in for
-CUDA's: exact ops must match bit for bit, transcendental ones within the tolerance). This
-checks the device definitions of wrapping, division, powers, shifts, bit counts,
-rounding, the StableHLO float ops and complex arithmetic without a GPU; the GPU tier runs
-the same references through the kernels. Skipped when no C++17 compiler is present."""
+"""The elementwise functors of ptx/include/tenferro/ops.cuh on every dtype, and the cast
+projection between every pair of dtypes, compiled by the host C++ compiler against the
+emulation of the CUDA built-ins of tests/reference/cuda_emu.py (float16 and bfloat16
+through its correctly rounded stand-ins for the PTX conversions) and run on every pair
+of special values (integers: 0, 1, the extremes, the top bit, -1; floats: signed zeros,
+infinities, NaN, the extremes, subnormals) and on random operands, against the numpy
+reference of tests/gpu (test_elementwise_ref.py, stablehlo_ref.py, test_cast_ref.py)
+with its tolerances (the host's libm stands in for CUDA's: exact ops must match bit for
+bit, transcendental ones within the tolerance). This checks the device definitions of
+wrapping, division, powers, shifts, bit counts, rounding, the StableHLO float ops,
+complex arithmetic and every conversion without a GPU; the GPU tier runs the same
+references through the kernels. Skipped when no host C++ compiler is present."""
 
 from __future__ import annotations
 
 import ctypes
-import shutil
-import subprocess
 
 import numpy as np
 import pytest
+from reference import cuda_emu
 from test_cast import cast_inputs
 from test_cast_ref import cast_ref
 from test_elementwise_ref import REF, inputs_for, mismatch, pairs, specials, tolerance
 
 from tenferro_cuda.dtypes import ALL_DTYPES, DType
-from tenferro_cuda.kernels.registry import INCLUDE_DIR
 from tenferro_cuda.shapes.elementwise import CAST_KINDS, KINDS
 
-SHIM = r"""
-#pragma once
-#include <cmath>
-#include <cstring>
-#include <math.h>
-#define __global__
-#define __device__
-#define __forceinline__ inline
-#define __launch_bounds__(...)
-#define __align__(n) __attribute__((aligned(n)))
-#define __shared__ static
-using std::isinf; using std::isnan; using std::isfinite;
-inline float __uint_as_float(unsigned u) { float f; std::memcpy(&f, &u, 4); return f; }
-inline unsigned __float_as_uint(float f) { unsigned u; std::memcpy(&u, &f, 4); return u; }
-inline float __int_as_float(int i) { float f; std::memcpy(&f, &i, 4); return f; }
-inline double __longlong_as_double(long long i) { double d; std::memcpy(&d, &i, 8); return d; }
-inline long long __double_as_longlong(double d) { long long i; std::memcpy(&i, &d, 8); return i; }
-inline float __double2float_rz(double d) { return (float)d; }  // (bfloat16 only: unused)
-inline float __ll2float_rz(long long v) { return (float)v; }
-inline long long __float2ll_rz(float f) { return (long long)f; }
-inline float __ull2float_rz(unsigned long long v) { return (float)v; }
-inline unsigned long long __float2ull_rz(float f) { return (unsigned long long)f; }
-inline int __popc(unsigned v) { return __builtin_popcount(v); }
-inline int __popcll(unsigned long long v) { return __builtin_popcountll(v); }
-inline int __clz(int v) { return v == 0 ? 32 : __builtin_clz((unsigned)v); }
-inline int __clzll(long long v) { return v == 0 ? 64 : __builtin_clzll((unsigned long long)v); }
-inline int atomicCAS(int* p, int c, int v) { int o = *p; if (o == c) *p = v; return o; }
-"""
 INTS = [d for d in ALL_DTYPES if d.is_integer]
-HOST = [d for d in ALL_DTYPES if d not in (DType.FLOAT16, DType.BFLOAT16)]
-OPS = [(k, d) for k in KINDS for d in HOST if KINDS[k].instantiable(d)]
-CASTS = [(a, b) for a in HOST for b in HOST]
+OPS = [(k, d) for k in KINDS for d in ALL_DTYPES if KINDS[k].instantiable(d)]
+CASTS = [(a, b) for a in ALL_DTYPES for b in ALL_DTYPES]
 
 
 def _op_wrapper(i: int, key: str, dtype: DType) -> str:
@@ -80,21 +50,10 @@ def _cast_wrapper(i: int, src: DType, dst: DType) -> str:
 
 @pytest.fixture(scope="module")
 def lib(tmp_path_factory):
-    cxx = shutil.which("g++") or shutil.which("clang++")
-    if cxx is None:
-        pytest.skip("no host C++ compiler for the functor emulation")
-    d = tmp_path_factory.mktemp("ewfunctors")
-    (d / "shim.h").write_text(SHIM)
     lines = ['#include "shim.h"', '#include "tenferro/ops.cuh"', "using namespace tf;"]
     lines += [_op_wrapper(i, k, dt) for i, (k, dt) in enumerate(OPS)]
     lines += [_cast_wrapper(i, a, b) for i, (a, b) in enumerate(CASTS)]
-    (d / "ew.cpp").write_text("\n".join(lines))
-    out = d / "libew.so"
-    proc = subprocess.run([cxx, "-std=c++17", "-O1", "-shared", "-fPIC", "-w", f"-I{d}",
-                           f"-I{INCLUDE_DIR}", str(d / "ew.cpp"), "-o", str(out)],
-                          capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    return ctypes.CDLL(str(out))
+    return cuda_emu.build(tmp_path_factory, "ew_functors", "\n".join(lines))
 
 
 def _ptr(a: np.ndarray) -> ctypes.c_void_p:

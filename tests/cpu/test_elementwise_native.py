@@ -20,10 +20,11 @@ import numpy as np
 import pytest
 from reference import cuda_emu
 from reference.fake_context import FakeContext, HostMemory
+from test_cast import cast_inputs
 from test_cast_ref import cast_ref
 from test_elementwise_bcast import CASES, IDS, call, logical, run_case, run_into
 from test_elementwise_emu import Runtime
-from test_elementwise_ref import REF, inputs_for, mismatch, random_array, tolerance
+from test_elementwise_ref import REF, inputs_for, mismatch, tolerance
 
 from tenferro_cuda.authority import Scope
 from tenferro_cuda.dtypes import DType
@@ -35,10 +36,10 @@ from tenferro_cuda.shapes.elementwise import KINDS
 from tenferro_cuda.tensor import Tensor, TensorView
 
 D = DType
-DTYPES = (D.BOOL, D.UINT8, D.INT16, D.INT32, D.UINT64, D.INT64, D.FLOAT32, D.FLOAT64,
-          D.COMPLEX64, D.COMPLEX128)
-CASTS = [(a, b) for a in (D.INT32, D.FLOAT64, D.COMPLEX64, D.BOOL)
-         for b in (D.UINT8, D.FLOAT32, D.COMPLEX128, D.INT64)]
+DTYPES = (D.BOOL, D.UINT8, D.INT16, D.INT32, D.UINT64, D.INT64, D.FLOAT16, D.BFLOAT16,
+          D.FLOAT32, D.FLOAT64, D.COMPLEX64, D.COMPLEX128)
+CASTS = [(a, b) for a in (D.INT32, D.UINT64, D.FLOAT64, D.FLOAT16, D.COMPLEX64, D.BOOL)
+         for b in (D.UINT8, D.BFLOAT16, D.FLOAT16, D.FLOAT32, D.COMPLEX128, D.INT64)]
 _EXPR = re.compile(r"tf::(\w+)_(contig|strided|bcast)<(.+), ([^,]+)>$")
 _CTYPES = {d.ctype: d for d in DTYPES}
 
@@ -54,9 +55,6 @@ def _expressions() -> list[str]:
     return out
 
 
-SMEM = ("ewkernel.cuh", ("extern __shared__ __align__(16) unsigned char tf_ew_smem[];",
-                         "unsigned char* const tf_ew_smem = emu_dynamic_smem;"))
-
 
 @pytest.fixture(scope="module")
 def native(tmp_path_factory):
@@ -67,7 +65,7 @@ def native(tmp_path_factory):
                      f"unsigned bx, unsigned by) {{ emu_launch(gx, gy, gz, bx, by, [&] {{ "
                      f"emu_call(&{e}, a); }}); }}")
     lib = cuda_emu.build(tmp_path_factory, "elementwise_native", "\n".join(lines),
-                         sources=("elementwise.cu", "cast.cu"), overrides=dict([SMEM]),
+                         sources=("elementwise.cu", "cast.cu"), overrides=cuda_emu.DYNAMIC_SHARED,
                          optimize="-O0")
     return lib, {e: f"w{i}" for i, e in enumerate(exprs)}
 
@@ -200,7 +198,10 @@ def test_into_outputs(s, layout, in_place):
 
 @pytest.mark.parametrize("src,dst", CASTS, ids=[f"{a.value}-{b.value}" for a, b in CASTS])
 def test_casts(s, src, dst):
-    a = random_array(np.random.default_rng(9), src.numpy, (1029,))
-    for x, ref in ((put(s, a), a), (TensorView(put(s, a), (343,), (3,), 0), a[::3])):
+    """The GPU tier's cast inputs (specials, the edges of rounding once, random values),
+    compact and as a stepped view."""
+    a = np.concatenate([cast_inputs(src)] * 3)
+    n = a.size // 3
+    for x, ref in ((put(s, a), a), (TensorView(put(s, a), (n,), (3,), 0), a[::3])):
         got = get(s, s.cast(x, dst))
         assert mismatch(got, cast_ref(ref, dst.numpy), None) is None

@@ -88,11 +88,63 @@ inline float __int_as_float(int i) { float f; std::memcpy(&f, &i, 4); return f; 
 inline float __uint_as_float(unsigned u) { float f; std::memcpy(&f, &u, 4); return f; }
 inline unsigned __float_as_uint(float f) { unsigned u; std::memcpy(&u, &f, 4); return u; }
 inline double __longlong_as_double(long long i) { double d; std::memcpy(&d, &i, 8); return d; }
-inline float __double2float_rz(double d) { return (float)d; }  // (rounding mode unused here)
-inline float __ll2float_rz(long long v) { return (float)v; }
+// Conversions rounding toward zero: the nearest float, stepped toward zero if it is farther.
+inline float __double2float_rz(double d) {
+  float f = (float)d;
+  if (std::isfinite(d) && std::fabs((double)f) > std::fabs(d)) f = std::nextafter(f, 0.0f);
+  return f;
+}
+inline float __ll2float_rz(long long v) {
+  float f = (float)v;
+  const __int128 g = (__int128)f;
+  if ((v >= 0 && g > v) || (v < 0 && g < v)) f = std::nextafter(f, 0.0f);
+  return f;
+}
+inline float __ull2float_rz(unsigned long long v) {
+  float f = (float)v;
+  if ((unsigned __int128)f > v) f = std::nextafter(f, 0.0f);
+  return f;
+}
 inline long long __float2ll_rz(float f) { return (long long)f; }
-inline float __ull2float_rz(unsigned long long v) { return (float)v; }
 inline unsigned long long __float2ull_rz(float f) { return (unsigned long long)f; }
+// The PTX conversions of types.cuh (cvt.f32.f16, cvt.rn.f16.f32/f64, cvt.rn.bf16.f32),
+// put in their place by PTX_CONVERSIONS: exact widening, round to nearest even.
+inline float emu_f16_to_f32(unsigned short h) {
+  const unsigned sign = (h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
+  unsigned u;
+  if (e == 0x1fu) {
+    u = sign | 0x7f800000u | (m << 13);  // infinity, NaN (payload kept)
+  } else if (e != 0) {
+    u = sign | ((e + 112u) << 23) | (m << 13);
+  } else {
+    const float f = (float)m * 5.9604644775390625e-08f;  // m x 2^-24, exact
+    std::memcpy(&u, &f, 4);
+    u |= sign;
+  }
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+inline unsigned short emu_f64_to_f16(double d) {
+  const unsigned short sign = std::signbit(d) ? 0x8000u : 0u;
+  const double a = std::fabs(d);
+  if (a != a) return sign | 0x7e00u;
+  if (a >= 65520.0) return sign | 0x7c00u;  // the midpoint above 65504 rounds up (even)
+  if (a < 6.103515625e-05) return sign | (unsigned short)std::nearbyint(a * 16777216.0);
+  int e;
+  std::frexp(a, &e);  // a in [2^(e-1), 2^e)
+  double r = std::nearbyint(std::ldexp(a, 11 - e));  // 11 significant bits: [1024, 2048]
+  if (r == 2048.0) { r = 1024.0; ++e; }
+  return sign | (unsigned short)(((unsigned)(e + 14) << 10) | ((unsigned)r - 1024u));
+}
+inline unsigned short emu_f32_to_f16(float f) { return emu_f64_to_f16((double)f); }
+inline unsigned short emu_f32_to_bf16(float f) {
+  unsigned u;
+  std::memcpy(&u, &f, 4);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((u >> 16) | 0x40u);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return (unsigned short)(u >> 16);
+}
 inline long long __double_as_longlong(double d) { long long i; std::memcpy(&i, &d, 8); return i; }
 inline int __popc(unsigned v) { return __builtin_popcount(v); }
 inline int __popcll(unsigned long long v) { return __builtin_popcountll(v); }
@@ -176,22 +228,40 @@ void emu_launch(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
 """
 
 
+# (header of ptx/include/tenferro, text, replacement): the inline PTX that the host
+# compiler cannot take, and ewkernel.cuh's extern __shared__ array
+PTX_CONVERSIONS = (
+    ("types.cuh", 'asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h.bits));',
+     "f = emu_f16_to_f32(h.bits);"),
+    ("types.cuh", 'asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h.bits) : "f"(f));',
+     "h.bits = emu_f32_to_f16(f);"),
+    ("types.cuh", 'asm("cvt.rn.f16.f64 %0, %1;" : "=h"(h.bits) : "d"(d));',
+     "h.bits = emu_f64_to_f16(d);"),
+    ("types.cuh", 'asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(b.bits) : "f"(f));',
+     "b.bits = emu_f32_to_bf16(f);"),
+)
+DYNAMIC_SHARED = (("ewkernel.cuh",
+                   "extern __shared__ __align__(16) unsigned char tf_ew_smem[];",
+                   "unsigned char* const tf_ew_smem = emu_dynamic_smem;"),)
+
+
 def build(tmp_path_factory, name: str, wrappers: str, shim_extra: str = "",
           sources: tuple[str, ...] = (),
-          overrides: dict[str, tuple[str, str]] | None = None,
+          overrides: tuple[tuple[str, str, str], ...] = (),
           optimize: str = "-O1") -> ctypes.CDLL:
     """The library of ``wrappers`` (C++ that includes ``"shim.h"`` and kernel sources of
     ``ptx/``) compiled against ``SHIM + shim_extra``; built once per content and pytest
-    run (``sources``: the ``ptx/`` files it includes, part of the content). ``overrides``
-    maps a header of ``ptx/include/tenferro`` to a (text, replacement) edit made in a copy
-    of those headers that the build reads instead (an ``extern __shared__`` array, say).
+    run (``sources``: the ``ptx/`` files it includes, part of the content). The build
+    reads a copy of the headers of ``ptx/include/tenferro`` with the edits
+    ``PTX_CONVERSIONS`` and ``overrides`` made: (header, text, replacement) each
+    (``DYNAMIC_SHARED`` for the ``extern __shared__`` array of ewkernel.cuh, say).
     ``optimize``: the compiler's level (``-O0`` compiles many kernels that run little
     three times faster). Skips the test when no host C++ compiler is found."""
     cxx = shutil.which("g++") or shutil.which("clang++")
     if cxx is None:
         pytest.skip("no host C++ compiler for the kernel emulation")
     shim = SHIM + shim_extra
-    edits = sorted((overrides or {}).items())
+    edits = (*PTX_CONVERSIONS, *overrides)
     parts = [shim, wrappers, headers_digest(), repr(edits), optimize]
     parts += [(PTX_DIR / f).read_text() for f in sources]
     digest = hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
@@ -200,12 +270,12 @@ def build(tmp_path_factory, name: str, wrappers: str, shim_extra: str = "",
     if not out.exists():
         d.mkdir(exist_ok=True)
         (d / "shim.h").write_text(shim)
-        if edits:  # quoted includes look beside the including header: copy all of them
-            shutil.copytree(INCLUDE_DIR / "tenferro", d / "tenferro", dirs_exist_ok=True)
-            for header, (text, replacement) in edits:
-                path = d / "tenferro" / header
-                assert text in path.read_text(), f"{header} no longer holds {text!r}"
-                path.write_text(path.read_text().replace(text, replacement))
+        # quoted includes look beside the including header: copy all of them
+        shutil.copytree(INCLUDE_DIR / "tenferro", d / "tenferro", dirs_exist_ok=True)
+        for header, text, replacement in edits:
+            path = d / "tenferro" / header
+            assert text in path.read_text(), f"{header} no longer holds {text!r}"
+            path.write_text(path.read_text().replace(text, replacement))
         (d / "emu.cpp").write_text(wrappers)
         proc = subprocess.run([cxx, "-std=c++17", optimize, "-shared", "-fPIC", "-w", f"-I{d}",
                                f"-I{INCLUDE_DIR}", f"-I{PTX_DIR}", str(d / "emu.cpp"), "-o",

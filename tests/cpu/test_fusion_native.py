@@ -1,0 +1,126 @@
+"""The kernels the fusion code generator writes, run on the CPU: execute_elementwise_fusion
+over host memory for every named plan x dtype (tests/gpu/test_fusion_plans.py; float16
+and bfloat16 convert through PTX and are left to the GPU tier), on compact inputs (the
+contiguous kernel, its 16-byte vectors and tail) and on stepped, reversed views (the
+strided kernel). A first pass with launches switched off collects the generated sources;
+they are compiled together by the host C++ compiler against tests/reference/cuda_emu.py;
+the second pass runs them through the library's prepared launches (the kernel reads the
+packed parameters at the types of its generated signature). Outputs against numpy op by
+op: bit for bit where every instruction is exact by contract, within the transcendental
+tolerance otherwise. Skipped when no host C++ compiler is present."""
+
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+import pytest
+from reference import cuda_emu
+from reference.fake_context import FakeContext, FakeSession, HostMemory
+from test_fusion_plans import PLAN_CASES, PLANS, close, is_exact, make_inputs, reference
+
+from tenferro_cuda.dtypes import DType
+from tenferro_cuda.kernels import launch as launch_mod
+from tenferro_cuda.ops import fusion
+from tenferro_cuda.tensor import TensorView
+
+D = DType
+CASES = PLAN_CASES
+IDS = [f"{name}-{d.value}" for name, d in CASES]
+LAYOUTS = ("compact", "stepped")
+SHAPE = (2 * 512 + 21,)
+
+class _Context(FakeContext):
+    """Host memory; the generated sources are recorded, their kernels named by expression."""
+
+    def __init__(self) -> None:
+        super().__init__(HostMemory(), None, real_launches=True)
+        self.stream = object()
+        self.sources: dict[str, str] = {}
+
+    def source_function(self, source, name, expression, options=(), op=""):
+        self.sources.setdefault(expression, source)
+        return expression
+
+
+def _put(ctx, array: np.ndarray):
+    array = np.array(array, order="C")
+    t = ctx.alloc(DType.of(array.dtype), tuple(array.shape), "put")
+    if array.nbytes:
+        ctypes.memmove(t.buffer.ptr, array.ctypes.data, array.nbytes)
+    return t
+
+
+def _get(t) -> np.ndarray:
+    raw = (ctypes.c_uint8 * max(t.buffer.nbytes, 1)).from_address(t.buffer.ptr)
+    return np.frombuffer(raw, np.uint8, t.nbytes).view(t.dtype.numpy).reshape(t.shape).copy()
+
+
+def _domain(name: str, dtype: DType, arrays: list[np.ndarray]) -> list[np.ndarray]:
+    """Integer div/rem/pow inside their defined domain (as tests/gpu/test_fusion_values)."""
+    if name in ("div_rem", "pow") and dtype.is_integer:
+        arrays[1] = (np.abs(arrays[1].astype(np.int64)) % 4 + 1).astype(dtype.numpy)
+    return arrays
+
+
+def _run(session, name: str, dtype: DType, layout: str):
+    """(fused outputs, numpy reference, exact) of plan ``name`` over ``layout`` inputs."""
+    plan = PLANS[name]
+    dtypes = [dtype] * plan.num_inputs
+    arrays = _domain(name, dtype, make_inputs(5, dtypes, SHAPE))
+    ctx = session.ctx
+    if layout == "compact":
+        xs = [_put(ctx, a) for a in arrays]
+    else:  # every other element, last to first
+        xs = [TensorView(_put(ctx, np.repeat(a[::-1], 2)), SHAPE, (-2,), 2 * SHAPE[0] - 2)
+              for a in arrays]
+    return session.execute_elementwise_fusion(xs, plan), reference(plan, arrays), \
+        is_exact(plan, dtypes)
+
+
+@pytest.fixture(scope="module")
+def native(tmp_path_factory):
+    """(library, expression -> wrapper) of every kernel the cases generate."""
+    ctx = _Context()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(launch_mod, "_launch", lambda *args: (0,))  # the collecting pass
+        session = FakeSession(ctx, fusion.METHODS)
+        for name, dtype in CASES:
+            for layout in LAYOUTS:
+                _run(session, name, dtype, layout)
+    exprs = sorted(ctx.sources)
+    lines = ['#include "shim.h"'] + [ctx.sources[e] for e in exprs]
+    for i, e in enumerate(exprs):
+        lines.append(f'extern "C" void w{i}(void** a, unsigned gx, unsigned gy, unsigned gz, '
+                     f"unsigned bx, unsigned by) {{ emu_launch(gx, gy, gz, bx, by, [&] {{ "
+                     f"emu_call(&{e}, a); }}); }}")
+    lib = cuda_emu.build(tmp_path_factory, "fusion_native", "\n".join(lines),
+                         overrides=cuda_emu.DYNAMIC_SHARED, optimize="-O0")
+    return lib, {e: f"w{i}" for i, e in enumerate(exprs)}
+
+
+@pytest.fixture
+def s(native, monkeypatch):
+    lib, index = native
+    ctx = _Context()
+
+    def raw_launch(fn, gx, gy, gz, bx, by, bz, shared, stream, params, extra):
+        assert stream is ctx.stream and bz == 1 and shared == 0
+        f = getattr(lib, index[fn])
+        f.argtypes = [ctypes.c_void_p] + [ctypes.c_uint] * 5
+        f(params, gx, gy, gz, bx, by)
+        return (0,)
+
+    monkeypatch.setattr(launch_mod, "_launch", raw_launch)
+    return FakeSession(ctx, fusion.METHODS)
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("name,dtype", CASES, ids=IDS)
+def test_generated_kernels_match_numpy(s, name, dtype, layout):
+    fused, want, exact = _run(s, name, dtype, layout)
+    assert len(fused) == len(want)
+    for k, (f, w) in enumerate(zip(fused, want)):
+        got = _get(f)
+        assert got.dtype == w.dtype and got.shape == w.shape
+        assert close(got, w, exact) is None, f"output {k}: {close(got, w, exact)}"
