@@ -1,8 +1,10 @@
 """The CPU tier: the NVRTC builds of the compile tests (``reference/nvrtc_builds.py``)
 start in worker processes as soon as collection ends, in the order of the tests, and
-the workers stop when the run ends. The fixtures ``nccl`` (a fake NCCL) and ``two`` (a
-communicator over two fake sessions) serve the collectives' tests, ``driver`` (recorders
-of the driver's graph calls, ``reference/fake_graph.py``) the graph tests."""
+the workers stop when the run ends; so do the host compiler's builds of the emulated
+kernels that the selected test modules declared (``reference/cuda_emu.py``, ``ahead``).
+The fixtures ``nccl`` (a fake NCCL) and ``two`` (a communicator over two fake sessions)
+serve the collectives' tests, ``driver`` (recorders of the driver's graph calls,
+``reference/fake_graph.py``) the graph tests."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ import gc
 import inspect
 
 import pytest
-from reference import nvrtc_builds
+from reference import cuda_emu, nvrtc_builds
 from reference.fake_context import HostMemory
 from reference.fake_graph import driver  # noqa: F401 - the graph tests' fixture
 from reference.fake_sessions import Ctx, Session, install
@@ -32,10 +34,13 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     if session.config.option.collectonly:
         return
     nvrtc_builds.prefetch(b for item in session.items for b in _builds_of(item))
+    cuda_emu.start_ahead(getattr(getattr(item, "module", None), "__name__", "")
+                         for item in session.items)
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     nvrtc_builds.shutdown()
+    cuda_emu.shutdown()
 
 
 # --- the collectives' fakes (test_collectives*.py) ---------------------------------------

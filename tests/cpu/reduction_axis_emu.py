@@ -82,9 +82,14 @@ inline void __syncwarp(unsigned = 0xffffffffu) {
 FAMILIES = ("argreduce", "scan", "sort", "copy", "permute")
 
 
-def build(tmp_path_factory):
+def build_args() -> dict:
+    """``cuda_emu.build``'s arguments for FAMILIES (see reduction_emu.build_args)."""
+    return emu.build_args(FAMILIES, SHIM_EXTRA)
+
+
+def build():
     """The emulation library of FAMILIES (see reduction_emu.build)."""
-    return emu.build(tmp_path_factory, FAMILIES, SHIM_EXTRA)
+    return emu.build(FAMILIES, SHIM_EXTRA)
 
 
 def _clear() -> None:

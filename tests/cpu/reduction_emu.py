@@ -56,10 +56,9 @@ def _expressions(names) -> list[str]:
     return out
 
 
-def build(tmp_path_factory, names=FAMILIES, shim_extra: str = ""):
-    """(library, expression -> symbol) of the kernels of the families ``names`` (the u32
-    instantiations without float16/bfloat16); built once per source version and pytest
-    run. ``shim_extra``: more emulated built-ins, appended to the shim."""
+def build_args(names=FAMILIES, shim_extra: str = "") -> dict:
+    """``cuda_emu.build``'s arguments for the kernels of the families ``names`` (the u32
+    instantiations without float16/bfloat16). ``shim_extra``: more emulated built-ins."""
     exprs = _expressions(names)
     sources = tuple(family(n).source for n in names)
     lines = ['#include "shim.h"'] + [f'#include "{src}"' for src in sources]
@@ -67,9 +66,14 @@ def build(tmp_path_factory, names=FAMILIES, shim_extra: str = ""):
         lines.append(f'extern "C" void w{i}(void** a, unsigned gx, unsigned gy, unsigned bx, '
                      f"unsigned by) {{ emu_launch(gx, gy, 1, bx, by, [&] {{ "
                      f"emu_call(&{e}, a); }}); }}")
-    lib = cuda_emu.build(tmp_path_factory, "reduction_emu", "\n".join(lines),
-                         SHIM + shim_extra, sources)
-    return lib, {e: f"w{i}" for i, e in enumerate(exprs)}
+    return dict(name="reduction_emu", wrappers="\n".join(lines), shim_extra=SHIM + shim_extra,
+                sources=sources)
+
+
+def build(names=FAMILIES, shim_extra: str = ""):
+    """(library, expression -> symbol) of ``build_args(names, shim_extra)``."""
+    lib = cuda_emu.build(**build_args(names, shim_extra))
+    return lib, {e: f"w{i}" for i, e in enumerate(_expressions(names))}
 
 
 class _EmuLaunch:

@@ -33,9 +33,16 @@ def _wrappers() -> str:
     return "\n".join(lines)
 
 
+def _build_args() -> dict:
+    return dict(name="dot_int_emu", wrappers=_wrappers(), sources=("dot_int.cu",))
+
+
+cuda_emu.ahead(__name__, _build_args)
+
+
 @pytest.fixture(scope="module")
-def lib(tmp_path_factory):
-    return cuda_emu.build(tmp_path_factory, "dot_int_emu", _wrappers(), sources=("dot_int.cu",))
+def lib():
+    return cuda_emu.build(**_build_args())
 
 
 def _strided(rng, npd, shape, layout):

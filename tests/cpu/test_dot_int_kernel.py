@@ -7,8 +7,8 @@ from __future__ import annotations
 import re
 
 import pytest
+from reference import nvrtc_builds
 
-from tenferro_cuda.kernels.compiler import compile_family
 from tenferro_cuda.kernels.registry import family, global_names
 from tenferro_cuda.ops.dot.run import INT_CODES
 
@@ -23,10 +23,16 @@ def test_registry_matches_source():
         "tf::dot_int<long long>", "tf::dot_int<unsigned long long>"]
 
 
+def program(arch: int) -> nvrtc_builds.Build:
+    """``compile_family`` of every instantiation (with ``CHECK``)."""
+    return nvrtc_builds.family_build("dot_int", FAM.all_expressions(), arch, nvrtc_builds.CHECK)
+
+
+@nvrtc_builds.ahead(program)
 @pytest.mark.parametrize("arch", [80, 90], ids=["sm_80", "sm_90"])
 def test_every_instantiation_compiles(arch):
     exprs = tuple(FAM.all_expressions())
-    prog = compile_family("dot_int", exprs, arch)
+    prog = nvrtc_builds.get(program(arch))
     assert set(prog.lowered) == set(exprs)
     assert all(prog.lowered[e] for e in exprs)
     assert prog.image

@@ -48,12 +48,19 @@ def _cast_wrapper(i: int, src: DType, dst: DType) -> str:
             f"{f}::apply<{src.ctype}>(((const {src.ctype}*)a)[i], e); }}")
 
 
-@pytest.fixture(scope="module")
-def lib(tmp_path_factory):
+def _build_args() -> dict:
     lines = ['#include "shim.h"', '#include "tenferro/ops.cuh"', "using namespace tf;"]
     lines += [_op_wrapper(i, k, dt) for i, (k, dt) in enumerate(OPS)]
     lines += [_cast_wrapper(i, a, b) for i, (a, b) in enumerate(CASTS)]
-    return cuda_emu.build(tmp_path_factory, "ew_functors", "\n".join(lines))
+    return dict(name="ew_functors", wrappers="\n".join(lines))
+
+
+cuda_emu.ahead(__name__, _build_args)
+
+
+@pytest.fixture(scope="module")
+def lib():
+    return cuda_emu.build(**_build_args())
 
 
 def _ptr(a: np.ndarray) -> ctypes.c_void_p:

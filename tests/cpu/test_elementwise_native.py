@@ -55,19 +55,20 @@ def _expressions() -> list[str]:
     return out
 
 
+def _build_args() -> dict:
+    head = '#include "shim.h"\n#include "elementwise.cu"\n#include "cast.cu"\n'
+    return dict(name="elementwise_native", wrappers=head + cuda_emu.launchers(_expressions()),
+                sources=("elementwise.cu", "cast.cu"), overrides=cuda_emu.DYNAMIC_SHARED,
+                optimize="-O0")
+
+
+cuda_emu.ahead(__name__, _build_args)
+
 
 @pytest.fixture(scope="module")
-def native(tmp_path_factory):
-    exprs = _expressions()
-    lines = ['#include "shim.h"', '#include "elementwise.cu"', '#include "cast.cu"']
-    for i, e in enumerate(exprs):
-        lines.append(f'extern "C" void w{i}(void** a, unsigned gx, unsigned gy, unsigned gz, '
-                     f"unsigned bx, unsigned by) {{ emu_launch(gx, gy, gz, bx, by, [&] {{ "
-                     f"emu_call(&{e}, a); }}); }}")
-    lib = cuda_emu.build(tmp_path_factory, "elementwise_native", "\n".join(lines),
-                         sources=("elementwise.cu", "cast.cu"), overrides=cuda_emu.DYNAMIC_SHARED,
-                         optimize="-O0")
-    return lib, {e: f"w{i}" for i, e in enumerate(exprs)}
+def native():
+    lib = cuda_emu.build(**_build_args())
+    return lib, {e: f"w{i}" for i, e in enumerate(_expressions())}
 
 
 class _Context(FakeContext):

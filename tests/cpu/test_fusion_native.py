@@ -78,25 +78,38 @@ def _run(session, name: str, dtype: DType, layout: str):
         is_exact(plan, dtypes)
 
 
+_collected: dict[str, str] = {}
+
+
+def _sources() -> dict[str, str]:
+    """expression -> source of every kernel the cases generate (a run with launches off)."""
+    if not _collected:
+        ctx = _Context()
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(launch_mod, "_launch", lambda *args: (0,))
+            session = FakeSession(ctx, fusion.METHODS)
+            for name, dtype in CASES:
+                for layout in LAYOUTS:
+                    _run(session, name, dtype, layout)
+        _collected.update(sorted(ctx.sources.items()))
+    return _collected
+
+
+def _build_args() -> dict:
+    sources = _sources()
+    text = "\n".join(['#include "shim.h"', *sources.values(), cuda_emu.launchers(sources)])
+    return dict(name="fusion_native", wrappers=text, overrides=cuda_emu.DYNAMIC_SHARED,
+                optimize="-O0")
+
+
+cuda_emu.ahead(__name__, _build_args)
+
+
 @pytest.fixture(scope="module")
-def native(tmp_path_factory):
+def native():
     """(library, expression -> wrapper) of every kernel the cases generate."""
-    ctx = _Context()
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(launch_mod, "_launch", lambda *args: (0,))  # the collecting pass
-        session = FakeSession(ctx, fusion.METHODS)
-        for name, dtype in CASES:
-            for layout in LAYOUTS:
-                _run(session, name, dtype, layout)
-    exprs = sorted(ctx.sources)
-    lines = ['#include "shim.h"'] + [ctx.sources[e] for e in exprs]
-    for i, e in enumerate(exprs):
-        lines.append(f'extern "C" void w{i}(void** a, unsigned gx, unsigned gy, unsigned gz, '
-                     f"unsigned bx, unsigned by) {{ emu_launch(gx, gy, gz, bx, by, [&] {{ "
-                     f"emu_call(&{e}, a); }}); }}")
-    lib = cuda_emu.build(tmp_path_factory, "fusion_native", "\n".join(lines),
-                         overrides=cuda_emu.DYNAMIC_SHARED, optimize="-O0")
-    return lib, {e: f"w{i}" for i, e in enumerate(exprs)}
+    lib = cuda_emu.build(**_build_args())
+    return lib, {e: f"w{i}" for i, e in enumerate(_sources())}
 
 
 @pytest.fixture

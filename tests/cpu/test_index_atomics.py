@@ -67,10 +67,17 @@ def _wrappers() -> str:
     return "\n".join(lines)
 
 
+def _build_args() -> dict:
+    return dict(name="index_atomics", wrappers=_wrappers(), shim_extra=ATOMICS,
+                optimize="-O0")
+
+
+cuda_emu.ahead(__name__, _build_args)
+
+
 @pytest.fixture(scope="module")
-def lib(tmp_path_factory):
-    return cuda_emu.build(tmp_path_factory, "index_atomics", _wrappers(), ATOMICS,
-                          optimize="-O0")
+def lib():
+    return cuda_emu.build(**_build_args())
 
 
 def _values(rng, d: DType, n: int) -> np.ndarray:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from reference import cuda_emu
 
 from tenferro_cuda.errors import UnsupportedDTypeError, ValidationError
 
@@ -22,9 +23,12 @@ _spec.loader.exec_module(axis_emu)
 emu = axis_emu.emu
 
 
+cuda_emu.ahead(__name__, axis_emu.build_args)
+
+
 @pytest.fixture(scope="module")
-def s(tmp_path_factory):
-    with axis_emu.session(axis_emu.build(tmp_path_factory)) as session:
+def s():
+    with axis_emu.session(axis_emu.build()) as session:
         yield session
 
 

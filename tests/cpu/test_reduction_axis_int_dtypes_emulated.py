@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from reference import cuda_emu
 
 from tenferro_cuda.dtypes import DType
 from tenferro_cuda.kernels.families import sort as sort_family
@@ -25,9 +26,12 @@ emu = axis_emu.emu
 NEW = ["int16", "uint16", "uint32", "uint64"]
 
 
+cuda_emu.ahead(__name__, axis_emu.build_args)
+
+
 @pytest.fixture(scope="module")
-def s(tmp_path_factory):
-    with axis_emu.session(axis_emu.build(tmp_path_factory)) as session:
+def s():
+    with axis_emu.session(axis_emu.build()) as session:
         yield session
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from reference import cuda_emu
 
 from tenferro_cuda.errors import RuntimeStateError, ValidationError
 from tenferro_cuda.ops.reduction import resident_blocks
@@ -22,9 +23,12 @@ _spec.loader.exec_module(emu)
 KINDS, check, sample = emu.KINDS, emu.check, emu.sample
 
 
+cuda_emu.ahead(__name__, emu.build_args)
+
+
 @pytest.fixture(scope="module")
-def s(tmp_path_factory):
-    with emu.session(emu.build(tmp_path_factory)) as session:
+def s():
+    with emu.session(emu.build()) as session:
         yield session
 
 

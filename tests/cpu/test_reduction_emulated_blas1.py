@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from reference import cuda_emu
 
 from tenferro_cuda.errors import ValidationError
 from tenferro_cuda.tensor import Tensor
@@ -22,9 +23,12 @@ _spec.loader.exec_module(emu)
 close, sample, wide = emu.close, emu.sample, emu.wide
 
 
+cuda_emu.ahead(__name__, emu.build_args)
+
+
 @pytest.fixture(scope="module")
-def s(tmp_path_factory):
-    with emu.session(emu.build(tmp_path_factory)) as session:
+def s():
+    with emu.session(emu.build()) as session:
         yield session
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from reference import cuda_emu
 
 _spec = importlib.util.spec_from_file_location("reduction_emu",
                                                Path(__file__).with_name("reduction_emu.py"))
@@ -22,9 +23,12 @@ check, close, sample, wide = emu.check, emu.close, emu.sample, emu.wide
 NEW = ["int16", "uint16", "uint32", "uint64"]
 
 
+cuda_emu.ahead(__name__, emu.build_args)
+
+
 @pytest.fixture(scope="module")
-def s(tmp_path_factory):
-    with emu.session(emu.build(tmp_path_factory)) as session:
+def s():
+    with emu.session(emu.build()) as session:
         yield session
 
 

@@ -48,10 +48,17 @@ def _wrappers() -> str:
     return "\n".join(lines)
 
 
+def _build_args() -> dict:
+    return dict(name="structural_emu", wrappers=_wrappers(),
+                sources=("permute.cu", "structural.cu"))
+
+
+cuda_emu.ahead(__name__, _build_args)
+
+
 @pytest.fixture(scope="module")
-def lib(tmp_path_factory):
-    return cuda_emu.build(tmp_path_factory, "structural_emu", _wrappers(),
-                          sources=("permute.cu", "structural.cu"))
+def lib():
+    return cuda_emu.build(**_build_args())
 
 
 class EmuSession(FakeSession):

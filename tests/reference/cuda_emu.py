@@ -1,25 +1,39 @@
 """The host emulation of CUDA built-ins under which the CPU tier runs real kernels of
 ``ptx/``: the kernel sources are compiled by the host C++ compiler (``build``) against
-``SHIM``, and called through ``extern "C"`` wrappers that a test writes.
+``SHIM`` (``cuda_emu.h``), and called through ``extern "C"`` wrappers that a test writes.
 
 Every CUDA thread of a block is a fiber (``ucontext``) on the calling OS thread. A fiber
 runs until it waits at a barrier that other threads have yet to reach; then the next
 fiber runs, round robin, in thread order on every other launch and in reverse order on
 the others (so that a read that lacks a barrier before it sees stale data whichever
-thread writes). ``__syncthreads`` is a block barrier; each warp has its own
-barrier (``emu_warp``), behind which the warp built-ins exchange values through
-``emu_xchg``. A round in which no fiber reaches a barrier or ends means a thread missed a
-barrier: the run aborts with a message rather than hang. Every thread runs the blocks of
-the grid in order, with a block barrier after each. Shared memory is ``static``, device
-memory is host memory: alignment, vector paths and barriers run exactly as written.
+thread writes). ``__syncthreads`` is a block barrier; each warp has its own barrier
+(``emu_warp``), behind which the warp built-ins exchange values through ``emu_xchg``. A
+round in which no fiber reaches a barrier or ends means a thread missed a barrier: the
+run aborts with a message rather than hang. Every thread runs the blocks of the grid in
+order, with a block barrier after each. Shared memory is ``static`` (an ``extern
+__shared__`` array is ``emu_dynamic_smem``: ``DYNAMIC_SHARED``), device memory is host
+memory: alignment, vector paths and barriers run exactly as written.
+``emu_call(kernel, params)`` calls a kernel with a ``cuLaunchKernel``-style parameter
+array, each parameter read at the type of the kernel's own signature. The four PTX
+conversions of types.cuh (float16, bfloat16) are replaced by correctly rounded C++ ones
+(``PTX_CONVERSIONS``), and the ``_rz`` conversions round toward zero.
+
+Builds are slow (seconds), so a test module may declare its builds with ``ahead``;
+``tests/cpu/conftest.py`` starts those of the selected modules when collection ends
+(``start_ahead``), one at a time on a background thread, and ``build`` then waits for
+its own (or compiles it at once if it has not started).
 """
 
 from __future__ import annotations
 
+import atexit
 import ctypes
 import hashlib
 import shutil
 import subprocess
+import tempfile
+import threading
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import pytest
@@ -27,206 +41,10 @@ import pytest
 from tenferro_cuda.kernels.compiler import headers_digest
 from tenferro_cuda.kernels.registry import INCLUDE_DIR, PTX_DIR
 
-__all__ = ["SHIM", "build"]
+__all__ = ["SHIM", "PTX_CONVERSIONS", "DYNAMIC_SHARED", "build", "launchers", "ahead",
+           "start_ahead", "shutdown"]
 
-SHIM = r"""
-#pragma once
-#include <algorithm>
-#include <cmath>
-#include <cstdio>
-#include <cstdlib>
-#include <cstring>
-#include <type_traits>
-#include <utility>
-#include <math.h>
-#include <sys/mman.h>
-#include <ucontext.h>
-#define __global__
-#define __device__
-#define __host__
-#define __forceinline__ inline
-#define __launch_bounds__(...)
-#define __align__(n) __attribute__((aligned(n)))
-#define __shared__ static
-using std::isinf;
-using std::isnan;
-using std::isfinite;
-struct alignas(8) int2 { int x, y; };
-struct alignas(16) int4 { int x, y, z, w; };
-struct alignas(8) uint2 { unsigned x, y; };
-struct alignas(16) uint4 { unsigned x, y, z, w; };
-struct alignas(16) longlong2 { long long x, y; };
-struct alignas(16) ulonglong2 { unsigned long long x, y; };
-struct alignas(16) float4 { float x, y, z, w; };
-struct alignas(16) double2 { double x, y; };
-struct emu_dim3 { unsigned x = 0, y = 0, z = 0; };
-inline emu_dim3 threadIdx, blockIdx, blockDim, gridDim;  // threadIdx: the running fiber's
-struct EmuFiber { ucontext_t ctx; emu_dim3 tid; bool done = false; };
-constexpr std::size_t EMU_STACK = 128 * 1024, EMU_GUARD = 4096, EMU_THREADS = 1024;
-inline EmuFiber emu_fibers[EMU_THREADS];
-inline char* emu_stacks = nullptr;  // EMU_THREADS x (guard page, stack)
-inline ucontext_t emu_main;
-inline unsigned emu_cur = 0;
-inline unsigned emu_launches = 0;
-inline bool emu_progress = false;  // a barrier reached or a fiber ended since the last switch
-inline void (*emu_body)(void*) = nullptr;
-inline void* emu_body_arg = nullptr;
-inline void emu_yield() { swapcontext(&emu_fibers[emu_cur].ctx, &emu_main); }
-struct EmuBarrier {  // reusable
-  unsigned n = 0, waiting = 0, gen = 0;
-  void wait() {
-    unsigned g = gen;
-    emu_progress = true;
-    if (++waiting == n) { waiting = 0; ++gen; return; }
-    while (gen == g) emu_yield();
-  }
-};
-inline EmuBarrier emu_block, emu_warp[EMU_THREADS / 32];
-inline unsigned char emu_xchg[EMU_THREADS][16];
-inline void __syncthreads() { emu_block.wait(); }
-inline float __int_as_float(int i) { float f; std::memcpy(&f, &i, 4); return f; }
-inline float __uint_as_float(unsigned u) { float f; std::memcpy(&f, &u, 4); return f; }
-inline unsigned __float_as_uint(float f) { unsigned u; std::memcpy(&u, &f, 4); return u; }
-inline double __longlong_as_double(long long i) { double d; std::memcpy(&d, &i, 8); return d; }
-// Conversions rounding toward zero: the nearest float, stepped toward zero if it is farther.
-inline float __double2float_rz(double d) {
-  float f = (float)d;
-  if (std::isfinite(d) && std::fabs((double)f) > std::fabs(d)) f = std::nextafter(f, 0.0f);
-  return f;
-}
-inline float __ll2float_rz(long long v) {
-  float f = (float)v;
-  const __int128 g = (__int128)f;
-  if ((v >= 0 && g > v) || (v < 0 && g < v)) f = std::nextafter(f, 0.0f);
-  return f;
-}
-inline float __ull2float_rz(unsigned long long v) {
-  float f = (float)v;
-  if ((unsigned __int128)f > v) f = std::nextafter(f, 0.0f);
-  return f;
-}
-inline long long __float2ll_rz(float f) { return (long long)f; }
-inline unsigned long long __float2ull_rz(float f) { return (unsigned long long)f; }
-// The PTX conversions of types.cuh (cvt.f32.f16, cvt.rn.f16.f32/f64, cvt.rn.bf16.f32),
-// put in their place by PTX_CONVERSIONS: exact widening, round to nearest even.
-inline float emu_f16_to_f32(unsigned short h) {
-  const unsigned sign = (h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
-  unsigned u;
-  if (e == 0x1fu) {
-    u = sign | 0x7f800000u | (m << 13);  // infinity, NaN (payload kept)
-  } else if (e != 0) {
-    u = sign | ((e + 112u) << 23) | (m << 13);
-  } else {
-    const float f = (float)m * 5.9604644775390625e-08f;  // m x 2^-24, exact
-    std::memcpy(&u, &f, 4);
-    u |= sign;
-  }
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-inline unsigned short emu_f64_to_f16(double d) {
-  const unsigned short sign = std::signbit(d) ? 0x8000u : 0u;
-  const double a = std::fabs(d);
-  if (a != a) return sign | 0x7e00u;
-  if (a >= 65520.0) return sign | 0x7c00u;  // the midpoint above 65504 rounds up (even)
-  if (a < 6.103515625e-05) return sign | (unsigned short)std::nearbyint(a * 16777216.0);
-  int e;
-  std::frexp(a, &e);  // a in [2^(e-1), 2^e)
-  double r = std::nearbyint(std::ldexp(a, 11 - e));  // 11 significant bits: [1024, 2048]
-  if (r == 2048.0) { r = 1024.0; ++e; }
-  return sign | (unsigned short)(((unsigned)(e + 14) << 10) | ((unsigned)r - 1024u));
-}
-inline unsigned short emu_f32_to_f16(float f) { return emu_f64_to_f16((double)f); }
-inline unsigned short emu_f32_to_bf16(float f) {
-  unsigned u;
-  std::memcpy(&u, &f, 4);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((u >> 16) | 0x40u);
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return (unsigned short)(u >> 16);
-}
-inline long long __double_as_longlong(double d) { long long i; std::memcpy(&i, &d, 8); return i; }
-inline int __popc(unsigned v) { return __builtin_popcount(v); }
-inline int __popcll(unsigned long long v) { return __builtin_popcountll(v); }
-inline int __clz(int v) { return v == 0 ? 32 : __builtin_clz((unsigned)v); }
-inline int __clzll(long long v) { return v == 0 ? 64 : __builtin_clzll((unsigned long long)v); }
-inline int __ffs(unsigned v) { return __builtin_ffs((int)v); }
-alignas(16) inline unsigned char emu_dynamic_smem[227 * 1024];  // extern __shared__ arrays
-template <class... P, std::size_t... I>
-void emu_call(void (*k)(P...), void** a, std::index_sequence<I...>) {
-  k(*reinterpret_cast<std::remove_reference_t<P>*>(a[I])...);
-}
-// Call kernel k with the parameters of a cuLaunchKernel-style array (a[i]: the address of
-// parameter i), read at the types of k's own signature.
-template <class... P> void emu_call(void (*k)(P...), void** a) {
-  emu_call(k, a, std::index_sequence_for<P...>{});
-}
-inline int atomicCAS(int* p, int c, int v) {
-  return __atomic_compare_exchange_n(p, &c, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST), c;
-}
-inline void emu_fiber_main() {
-  for (unsigned z = 0; z < gridDim.z; ++z)
-    for (unsigned y = 0; y < gridDim.y; ++y)
-      for (unsigned x = 0; x < gridDim.x; ++x) {
-        blockIdx = {x, y, z};
-        emu_body(emu_body_arg);
-        emu_block.wait();
-      }
-  emu_fibers[emu_cur].done = true;
-  emu_progress = true;
-}  // returns to emu_main (uc_link)
-inline void emu_stacks_once() {
-  if (emu_stacks != nullptr) return;
-  const std::size_t slot = EMU_GUARD + EMU_STACK;
-  void* m = mmap(nullptr, EMU_THREADS * slot, PROT_READ | PROT_WRITE,
-                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (m == MAP_FAILED) std::abort();
-  emu_stacks = static_cast<char*>(m);
-  for (std::size_t t = 0; t < EMU_THREADS; ++t)  // a stack overflow faults, not corrupts
-    mprotect(emu_stacks + t * slot, EMU_GUARD, PROT_NONE);
-}
-// Run kernel() (a callable) on a grid of (gx, gy, gz) blocks of (bx, by) threads.
-template <class F>
-void emu_launch(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, F kernel) {
-  const unsigned nt = bx * by;
-  if (nt == 0 || nt > EMU_THREADS) std::abort();
-  gridDim = {gx, gy, gz};
-  blockDim = {bx, by, 1};
-  emu_block = EmuBarrier{nt, 0, 0};
-  for (unsigned w = 0; w * 32 < nt; ++w) emu_warp[w] = EmuBarrier{std::min(32u, nt - 32 * w), 0, 0};
-  emu_stacks_once();
-  emu_body = [](void* k) { (*static_cast<F*>(k))(); };
-  emu_body_arg = &kernel;
-  for (unsigned t = 0; t < nt; ++t) {
-    EmuFiber& f = emu_fibers[t];
-    getcontext(&f.ctx);
-    f.ctx.uc_stack.ss_sp = emu_stacks + t * (EMU_GUARD + EMU_STACK) + EMU_GUARD;
-    f.ctx.uc_stack.ss_size = EMU_STACK;
-    f.ctx.uc_link = &emu_main;
-    makecontext(&f.ctx, emu_fiber_main, 0);
-    f.tid = {t % bx, t / bx, 0};
-    f.done = false;
-  }
-  unsigned live = nt, idle = 0;
-  const bool reverse = (emu_launches++ & 1u) != 0;  // a missing barrier shows either way
-  for (unsigned i = 0; live > 0; i = i + 1 == nt ? 0 : i + 1) {
-    const unsigned t = reverse ? nt - 1 - i : i;
-    if (emu_fibers[t].done) continue;
-    emu_cur = t;
-    threadIdx = emu_fibers[t].tid;
-    emu_progress = false;
-    swapcontext(&emu_main, &emu_fibers[t].ctx);
-    if (emu_fibers[t].done) --live;
-    if (emu_progress) {
-      idle = 0;
-    } else if (++idle > live) {
-      std::fprintf(stderr, "emulated barrier: a thread missed a barrier (deadlock)\n");
-      std::abort();
-    }
-  }
-}
-"""
-
+SHIM = Path(__file__).with_name("cuda_emu.h").read_text()
 
 # (header of ptx/include/tenferro, text, replacement): the inline PTX that the host
 # compiler cannot take, and ewkernel.cuh's extern __shared__ array
@@ -245,42 +63,155 @@ DYNAMIC_SHARED = (("ewkernel.cuh",
                    "unsigned char* const tf_ew_smem = emu_dynamic_smem;"),)
 
 
-def build(tmp_path_factory, name: str, wrappers: str, shim_extra: str = "",
-          sources: tuple[str, ...] = (),
+class _Job:
+    """One library to build: its directory, the command, and (once run) the outcome."""
+
+    def __init__(self, name: str, wrappers: str, shim_extra: str = "",
+                 sources: tuple[str, ...] = (),
+                 overrides: tuple[tuple[str, str, str], ...] = (),
+                 optimize: str = "-O1") -> None:
+        self.shim, self.wrappers = SHIM + shim_extra, wrappers
+        self.edits, self.optimize = (*PTX_CONVERSIONS, *overrides), optimize
+        parts = [self.shim, wrappers, headers_digest(), repr(self.edits), optimize]
+        parts += [(PTX_DIR / f).read_text() for f in sources]
+        digest = hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
+        self.dir = _root() / f"{name}_{digest}"
+        self.out = self.dir / f"lib{name}.so"
+        self.state = "new"  # then "queued" (by start_ahead), "running"; done: the event
+        self.proc: subprocess.Popen | None = None
+        self.done = threading.Event()
+        self.returncode, self.stderr = -1, ""
+
+    def run(self, cxx: str) -> None:
+        """Write the sources and compile (the library appears only when complete)."""
+        d = self.dir
+        try:
+            d.mkdir(exist_ok=True)
+            (d / "shim.h").write_text(self.shim)
+            # quoted includes look beside the including header: copy all of them
+            shutil.copytree(INCLUDE_DIR / "tenferro", d / "tenferro", dirs_exist_ok=True)
+            for header, text, replacement in self.edits:
+                path = d / "tenferro" / header
+                assert text in path.read_text(), f"{header} no longer holds {text!r}"
+                path.write_text(path.read_text().replace(text, replacement))
+            (d / "emu.cpp").write_text(self.wrappers)
+            part = d / "part.so"
+            self.proc = subprocess.Popen(
+                [cxx, "-std=c++17", self.optimize, "-shared", "-fPIC", "-w", f"-I{d}",
+                 f"-I{INCLUDE_DIR}", f"-I{PTX_DIR}", str(d / "emu.cpp"), "-o", str(part)],
+                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            self.stderr = self.proc.communicate()[1]
+            self.returncode = self.proc.returncode
+            if self.returncode == 0:
+                part.rename(self.out)
+        except Exception as exc:  # noqa: BLE001 - reported by build()
+            self.returncode, self.stderr = -1, repr(exc)
+        finally:
+            self.done.set()
+
+
+_state: dict = {"root": None, "thread": None}
+_lock = threading.Lock()
+_queue: list[_Job] = []  # started ahead, not yet running
+_jobs: dict[Path, _Job] = {}  # every job by directory
+_ahead: dict[str, list[Callable[[], dict]]] = {}
+
+
+def _root() -> Path:
+    if _state["root"] is None:
+        _state["root"] = Path(tempfile.mkdtemp(prefix="tenferro-emu-"))
+        atexit.register(shutil.rmtree, _state["root"], True)
+    return _state["root"]
+
+
+def _compiler() -> str | None:
+    return shutil.which("g++") or shutil.which("clang++")
+
+
+def build(name: str, wrappers: str, shim_extra: str = "", sources: tuple[str, ...] = (),
           overrides: tuple[tuple[str, str, str], ...] = (),
           optimize: str = "-O1") -> ctypes.CDLL:
     """The library of ``wrappers`` (C++ that includes ``"shim.h"`` and kernel sources of
     ``ptx/``) compiled against ``SHIM + shim_extra``; built once per content and pytest
     run (``sources``: the ``ptx/`` files it includes, part of the content). The build
     reads a copy of the headers of ``ptx/include/tenferro`` with the edits
-    ``PTX_CONVERSIONS`` and ``overrides`` made: (header, text, replacement) each
-    (``DYNAMIC_SHARED`` for the ``extern __shared__`` array of ewkernel.cuh, say).
+    ``PTX_CONVERSIONS`` and ``overrides`` made: (header, text, replacement) each.
     ``optimize``: the compiler's level (``-O0`` compiles many kernels that run little
     three times faster). Skips the test when no host C++ compiler is found."""
-    cxx = shutil.which("g++") or shutil.which("clang++")
+    cxx = _compiler()
     if cxx is None:
         pytest.skip("no host C++ compiler for the kernel emulation")
-    shim = SHIM + shim_extra
-    edits = (*PTX_CONVERSIONS, *overrides)
-    parts = [shim, wrappers, headers_digest(), repr(edits), optimize]
-    parts += [(PTX_DIR / f).read_text() for f in sources]
-    digest = hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
-    d = Path(tmp_path_factory.getbasetemp()) / f"{name}_{digest}"
-    out = d / f"lib{name}.so"
-    if not out.exists():
-        d.mkdir(exist_ok=True)
-        (d / "shim.h").write_text(shim)
-        # quoted includes look beside the including header: copy all of them
-        shutil.copytree(INCLUDE_DIR / "tenferro", d / "tenferro", dirs_exist_ok=True)
-        for header, text, replacement in edits:
-            path = d / "tenferro" / header
-            assert text in path.read_text(), f"{header} no longer holds {text!r}"
-            path.write_text(path.read_text().replace(text, replacement))
-        (d / "emu.cpp").write_text(wrappers)
-        proc = subprocess.run([cxx, "-std=c++17", optimize, "-shared", "-fPIC", "-w", f"-I{d}",
-                               f"-I{INCLUDE_DIR}", f"-I{PTX_DIR}", str(d / "emu.cpp"), "-o",
-                               str(out)], capture_output=True, text=True)
-        if proc.returncode and "unrecognized" in proc.stderr:
-            pytest.skip(f"{cxx} cannot build the emulation: {proc.stderr[:200]}")
-        assert proc.returncode == 0, proc.stderr[-4000:]
-    return ctypes.CDLL(str(out))
+    job = _Job(name, wrappers, shim_extra, sources, overrides, optimize)
+    with _lock:
+        job = _jobs.setdefault(job.dir, job)
+        mine = job.state in ("new", "queued")
+        if job.state == "queued":
+            _queue.remove(job)
+        job.state = "running"
+    if mine:  # not started yet: compile it here rather than wait for the others
+        job.run(cxx)
+    job.done.wait()
+    if job.returncode and "unrecognized" in job.stderr:
+        pytest.skip(f"{cxx} cannot build the emulation: {job.stderr[:200]}")
+    assert job.returncode == 0, job.stderr[-4000:]
+    return ctypes.CDLL(str(job.out))
+
+
+def launchers(expressions: Iterable[str]) -> str:
+    """``extern "C" void w<i>(params, gx, gy, gz, bx, by)``: run the kernel named by
+    expression ``i`` on that grid with a ``cuLaunchKernel``-style parameter array."""
+    return "\n".join(
+        f'extern "C" void w{i}(void** a, unsigned gx, unsigned gy, unsigned gz, unsigned bx, '
+        f"unsigned by) {{ emu_launch(gx, gy, gz, bx, by, [&] {{ emu_call(&{e}, a); }}); }}"
+        for i, e in enumerate(expressions))
+
+
+def ahead(module: str, *builds: Callable[[], dict]) -> None:
+    """Declare the builds of test module ``module``: each callable gives ``build``'s
+    keyword arguments."""
+    _ahead.setdefault(module, []).extend(builds)
+
+
+def start_ahead(modules: Iterable[str]) -> None:
+    """Queue the declared builds of ``modules`` and start compiling them in order."""
+    cxx = _compiler()
+    if cxx is None:
+        return
+    for module in dict.fromkeys(modules):
+        for kwargs in _ahead.get(module, ()):
+            job = _Job(**kwargs())
+            with _lock:
+                if job.dir not in _jobs:
+                    _jobs[job.dir] = job
+                    job.state = "queued"
+                    _queue.append(job)
+    with _lock:
+        if _queue and _state["thread"] is None:
+            _state["thread"] = threading.Thread(target=_work, args=(cxx,), daemon=True,
+                                                name="cuda-emu-builds")
+            _state["thread"].start()
+
+
+def _work(cxx: str) -> None:
+    while True:
+        with _lock:
+            if not _queue:
+                _state["thread"] = None
+                return
+            job = _queue.pop(0)
+            job.state = "running"
+        job.run(cxx)
+
+
+def shutdown() -> None:
+    """Drop the builds not started yet and stop the running ones (end of the run)."""
+    with _lock:
+        for job in _queue:
+            job.state, job.returncode, job.stderr = "running", -1, "not built: the run ended"
+            job.done.set()
+        _queue.clear()
+        running = [j.proc for j in _jobs.values() if j.proc is not None]
+    for proc in running:
+        if proc.poll() is None:
+            proc.terminate()
+            proc.wait()
