@@ -158,8 +158,10 @@ def test_deleter_called_twice_acts_once():
     before = live_exports()
     capsule = export_capsule(t, stream=-1, max_version=(1, 0))
     info = dlpack.parse_capsule(capsule)
-    deleter = dlpack.DLManagedTensorVersioned.from_address(info.managed).deleter
-    assert deleter  # our callback (read while the struct is alive)
+    field = dlpack.DLManagedTensorVersioned.from_address(info.managed).deleter
+    assert field  # our callback, read while the struct is alive; the field object reads
+    # the struct's memory when called, so keep the address itself (the struct is freed)
+    deleter = type(field)(ctypes.cast(field, ctypes.c_void_p).value)
     dlpack.consume(capsule, info.managed, True)  # the owner is dropped: deleter runs now
     assert live_exports() == before
     deleter(info.managed)  # a buggy consumer calling it again: harmless
