@@ -92,6 +92,11 @@ def build():
     return emu.build(FAMILIES, SHIM_EXTRA)
 
 
+def session_fixture(module: str):
+    """The fixture ``s`` of test module ``module`` (see reduction_emu.session_fixture)."""
+    return emu.session_fixture(module, build_args, build, session)
+
+
 def _clear() -> None:
     for cache in (arg_ops._plans, scan_ops._plans, sort_ops._plans,
                   emu.reduction_plan_ops._occupancy):

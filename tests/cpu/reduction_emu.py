@@ -76,6 +76,20 @@ def build(names=FAMILIES, shim_extra: str = ""):
     return lib, {e: f"w{i}" for i, e in enumerate(_expressions(names))}
 
 
+def session_fixture(module: str, args=None, make=None, open_session=None):
+    """The module-scoped fixture ``s`` of test module ``module``: an EmuSession over the
+    emulation library (``build_args``/``build``/``session`` unless others are given),
+    whose build is declared ahead (``cuda_emu.ahead``)."""
+    cuda_emu.ahead(module, args or build_args)
+
+    @pytest.fixture(scope="module")
+    def s():
+        with (open_session or session)((make or build)()) as emu_session:
+            yield emu_session
+
+    return s
+
+
 class _EmuLaunch:
     """A prepared launch of the emulation: ``run``/``run3`` pack head + tail with the
     kernel's argument codes and run the emulated kernel."""

@@ -20,7 +20,8 @@ import pytest
 from reference import cuda_emu
 from test_cast import cast_inputs
 from test_cast_ref import cast_ref
-from test_elementwise_ref import REF, inputs_for, mismatch, pairs, specials, tolerance
+from test_elementwise_ref import REF, inputs_for, mismatch, tolerance
+from test_elementwise_values import special_operands
 
 from tenferro_cuda.dtypes import ALL_DTYPES, DType
 from tenferro_cuda.shapes.elementwise import CAST_KINDS, KINDS
@@ -67,24 +68,6 @@ def _ptr(a: np.ndarray) -> ctypes.c_void_p:
     return a.ctypes.data_as(ctypes.c_void_p)
 
 
-def _special_operands(key: str, dtype: DType) -> list[np.ndarray]:
-    """Every pair (triple for clamp) of special values inside the op's domain."""
-    vals = specials(dtype.numpy)
-    arity = KINDS[key].arity
-    if arity == 1:
-        return [vals]
-    if key == "select":
-        a, b = pairs(vals)
-        return [np.arange(a.size) % 3 == 0, a, b]
-    if key == "clamp":
-        return [g.reshape(-1) for g in np.meshgrid(vals, vals, vals, indexing="ij")]
-    a, b = pairs(vals)
-    keep = np.ones(a.size, bool)
-    if key in ("div", "rem"):
-        keep = b != 0
-    return [a[keep], b[keep]]
-
-
 def _run(lib, i: int, arrays, want: np.ndarray) -> tuple[np.ndarray, int]:
     arrays = [np.ascontiguousarray(a) for a in arrays]
     out = np.empty(want.shape, want.dtype)
@@ -98,7 +81,7 @@ def _run(lib, i: int, arrays, want: np.ndarray) -> tuple[np.ndarray, int]:
 def test_functor_matches_numpy(lib, i):
     key, dtype = OPS[i]
     tol = tolerance(key, dtype.numpy)
-    for arrays in (_special_operands(key, dtype),
+    for arrays in (special_operands(key, dtype, every_triple=True),
                    inputs_for(np.random.default_rng(3), key, dtype.numpy, (2000,))):
         with np.errstate(all="ignore"):
             want, error = REF[key](*arrays)

@@ -19,10 +19,10 @@ import threading
 import numpy as np
 import pytest
 from reference import cuda_emu
-from reference.fake_context import FakeContext, HostMemory
+from reference.fake_context import FakeContext, HostMemory, host_download, host_upload
 from test_cast import cast_inputs
 from test_cast_ref import cast_ref
-from test_elementwise_bcast import CASES, IDS, call, logical, run_case, run_into
+from test_elementwise_bcast import CASES, IDS, call, run_case, run_into
 from test_elementwise_emu import Runtime
 from test_elementwise_ref import REF, inputs_for, mismatch, tolerance
 
@@ -106,18 +106,11 @@ def s(native, monkeypatch):
 
 
 def put(s, array: np.ndarray) -> Tensor:
-    array = np.array(array, order="C")
-    t = s._ctx.alloc(DType.of(array.dtype), tuple(array.shape), "put")
-    if array.nbytes:
-        ctypes.memmove(t.buffer.ptr, array.ctypes.data, array.nbytes)
-    return t
+    return host_upload(s._ctx, array)
 
 
 def get(s, t) -> np.ndarray:
-    base = t.base if isinstance(t, TensorView) else t
-    raw = (ctypes.c_uint8 * max(base.buffer.nbytes, 1)).from_address(base.buffer.ptr)
-    flat = np.frombuffer(raw, np.uint8, base.buffer.nbytes).view(t.dtype.numpy).copy()
-    return logical(flat, t.shape, t.strides, t.offset) if t.ndim else flat[:1].reshape(())
+    return host_download(t)
 
 
 # --- every op on every dtype, on each path -----------------------------------------------

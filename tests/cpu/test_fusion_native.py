@@ -16,7 +16,13 @@ import ctypes
 import numpy as np
 import pytest
 from reference import cuda_emu
-from reference.fake_context import FakeContext, FakeSession, HostMemory
+from reference.fake_context import (
+    FakeContext,
+    FakeSession,
+    HostMemory,
+    host_download,
+    host_upload,
+)
 from test_fusion_plans import PLAN_CASES, PLANS, close, is_exact, make_inputs, reference
 
 from tenferro_cuda.dtypes import DType
@@ -43,19 +49,6 @@ class _Context(FakeContext):
         return expression
 
 
-def _put(ctx, array: np.ndarray):
-    array = np.array(array, order="C")
-    t = ctx.alloc(DType.of(array.dtype), tuple(array.shape), "put")
-    if array.nbytes:
-        ctypes.memmove(t.buffer.ptr, array.ctypes.data, array.nbytes)
-    return t
-
-
-def _get(t) -> np.ndarray:
-    raw = (ctypes.c_uint8 * max(t.buffer.nbytes, 1)).from_address(t.buffer.ptr)
-    return np.frombuffer(raw, np.uint8, t.nbytes).view(t.dtype.numpy).reshape(t.shape).copy()
-
-
 def _domain(name: str, dtype: DType, arrays: list[np.ndarray]) -> list[np.ndarray]:
     """Integer div/rem/pow inside their defined domain (as tests/gpu/test_fusion_values)."""
     if name in ("div_rem", "pow") and dtype.is_integer:
@@ -70,9 +63,9 @@ def _run(session, name: str, dtype: DType, layout: str):
     arrays = _domain(name, dtype, make_inputs(5, dtypes, SHAPE))
     ctx = session.ctx
     if layout == "compact":
-        xs = [_put(ctx, a) for a in arrays]
+        xs = [host_upload(ctx, a) for a in arrays]
     else:  # every other element, last to first
-        xs = [TensorView(_put(ctx, np.repeat(a[::-1], 2)), SHAPE, (-2,), 2 * SHAPE[0] - 2)
+        xs = [TensorView(host_upload(ctx, np.repeat(a[::-1], 2)), SHAPE, (-2,), 2 * SHAPE[0] - 2)
               for a in arrays]
     return session.execute_elementwise_fusion(xs, plan), reference(plan, arrays), \
         is_exact(plan, dtypes)
@@ -134,6 +127,6 @@ def test_generated_kernels_match_numpy(s, name, dtype, layout):
     fused, want, exact = _run(s, name, dtype, layout)
     assert len(fused) == len(want)
     for k, (f, w) in enumerate(zip(fused, want)):
-        got = _get(f)
+        got = host_download(f)
         assert got.dtype == w.dtype and got.shape == w.shape
         assert close(got, w, exact) is None, f"output {k}: {close(got, w, exact)}"

@@ -12,7 +12,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from reference import cuda_emu
 
 from tenferro_cuda.errors import UnsupportedDTypeError, ValidationError
 
@@ -23,13 +22,7 @@ _spec.loader.exec_module(axis_emu)
 emu = axis_emu.emu
 
 
-cuda_emu.ahead(__name__, axis_emu.build_args)
-
-
-@pytest.fixture(scope="module")
-def s():
-    with axis_emu.session(axis_emu.build()) as session:
-        yield session
+s = axis_emu.session_fixture(__name__)
 
 
 CASES = {  # name -> (shape, view, axis)

@@ -12,7 +12,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from reference import cuda_emu
 
 from tenferro_cuda.dtypes import DType
 from tenferro_cuda.kernels.families import sort as sort_family
@@ -26,13 +25,7 @@ emu = axis_emu.emu
 NEW = ["int16", "uint16", "uint32", "uint64"]
 
 
-cuda_emu.ahead(__name__, axis_emu.build_args)
-
-
-@pytest.fixture(scope="module")
-def s():
-    with axis_emu.session(axis_emu.build()) as session:
-        yield session
+s = axis_emu.session_fixture(__name__)
 
 
 CASES = {  # name -> (shape, view, axis): split passes, rows, columns, a reversed view

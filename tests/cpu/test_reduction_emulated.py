@@ -11,7 +11,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from reference import cuda_emu
 
 from tenferro_cuda.errors import RuntimeStateError, ValidationError
 from tenferro_cuda.ops.reduction import resident_blocks
@@ -23,13 +22,7 @@ _spec.loader.exec_module(emu)
 KINDS, check, sample = emu.KINDS, emu.check, emu.sample
 
 
-cuda_emu.ahead(__name__, emu.build_args)
-
-
-@pytest.fixture(scope="module")
-def s():
-    with emu.session(emu.build()) as session:
-        yield session
+s = emu.session_fixture(__name__)
 
 
 # (shape, view(a) -> view, axes): rows, cols, flat runs, block groups, splits, views

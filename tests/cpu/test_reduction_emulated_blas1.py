@@ -11,7 +11,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from reference import cuda_emu
 
 from tenferro_cuda.errors import ValidationError
 from tenferro_cuda.tensor import Tensor
@@ -23,13 +22,7 @@ _spec.loader.exec_module(emu)
 close, sample, wide = emu.close, emu.sample, emu.wide
 
 
-cuda_emu.ahead(__name__, emu.build_args)
-
-
-@pytest.fixture(scope="module")
-def s():
-    with emu.session(emu.build()) as session:
-        yield session
+s = emu.session_fixture(__name__)
 
 
 @pytest.mark.parametrize("size", [0, 1, 37, 5000])

@@ -12,7 +12,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from reference import cuda_emu
 
 _spec = importlib.util.spec_from_file_location("reduction_emu",
                                                Path(__file__).with_name("reduction_emu.py"))
@@ -23,13 +22,7 @@ check, close, sample, wide = emu.check, emu.close, emu.sample, emu.wide
 NEW = ["int16", "uint16", "uint32", "uint64"]
 
 
-cuda_emu.ahead(__name__, emu.build_args)
-
-
-@pytest.fixture(scope="module")
-def s():
-    with emu.session(emu.build()) as session:
-        yield session
+s = emu.session_fixture(__name__)
 
 
 # (shape, view(a) -> view, axes): the row, column, flat and split paths, a reversed view

@@ -12,7 +12,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from reference import cuda_emu
 
 from tenferro_cuda.errors import UnsupportedDTypeError, ValidationError
 
@@ -25,13 +24,7 @@ emu = axis_emu.emu
 DTYPES = ["bool", "int8", "uint8", "int32", "int64", "float32", "float64"]
 
 
-cuda_emu.ahead(__name__, axis_emu.build_args)
-
-
-@pytest.fixture(scope="module")
-def s():
-    with axis_emu.session(axis_emu.build()) as session:
-        yield session
+s = axis_emu.session_fixture(__name__)
 
 
 def sample(dt: str, shape, seed: int = 0) -> np.ndarray:

@@ -31,8 +31,9 @@ def call(s, key, *tensors):
     return getattr(s, kind.name)(*tensors)
 
 
-def special_operands(key: str, dtype: DType) -> list[np.ndarray]:
-    """Edge-value operands of ``key``: every pair (binary), every triple of a subset."""
+def special_operands(key: str, dtype: DType, every_triple: bool = False) -> list[np.ndarray]:
+    """Edge-value operands of ``key``: every pair (binary), every triple of a subset (of
+    all of them with ``every_triple``)."""
     vals = specials(dtype.numpy)
     arity = KINDS[key].arity
     if arity == 1:
@@ -41,7 +42,7 @@ def special_operands(key: str, dtype: DType) -> list[np.ndarray]:
         a, b = pairs(vals)
         return [np.arange(a.size) % 3 == 0, a, b]
     if key == "clamp":
-        sub = vals[:: max(1, vals.size // 8)]
+        sub = vals if every_triple else vals[:: max(1, vals.size // 8)]
         x, lo, hi = (g.reshape(-1) for g in np.meshgrid(sub, sub, sub, indexing="ij"))
         return [x, lo, hi]
     a, b = pairs(vals)

@@ -30,7 +30,8 @@ import numpy as np
 from tenferro_cuda.memo import BoundedCache
 from tenferro_cuda.tensor import Tensor
 
-__all__ = ["FakeContext", "FakeSession", "HostMemory", "FakeBuffer", "INFO"]
+__all__ = ["FakeContext", "FakeSession", "HostMemory", "FakeBuffer", "INFO", "host_upload",
+           "host_download"]
 
 INFO = dict(multiprocessor_count=132, arch=90, l2_cache_bytes=60 << 20,
             compute_capability=(9, 0), max_threads_per_block=1024,
@@ -58,6 +59,29 @@ class HostMemory:
 
     def memset(self, dst: int, value: int, nbytes: int) -> None:
         ctypes.memset(dst, value, nbytes)
+
+
+def host_upload(ctx: Any, array: np.ndarray) -> Tensor:
+    """A compact tensor of ``ctx`` (a FakeContext over ``HostMemory``) holding ``array``."""
+    array = np.array(array, order="C")  # (ascontiguousarray would make rank 0 rank 1)
+    from tenferro_cuda.dtypes import DType
+
+    t = ctx.alloc(DType.of(array.dtype), tuple(array.shape), "upload")
+    if array.nbytes:
+        ctypes.memmove(t.buffer.ptr, array.ctypes.data, array.nbytes)
+    return t
+
+
+def host_download(t: Any) -> np.ndarray:
+    """The elements of a tensor or view over ``HostMemory``, as numpy."""
+    buf = t.base.buffer if hasattr(t, "base") else t.buffer
+    raw = (ctypes.c_uint8 * max(buf.nbytes, 1)).from_address(buf.ptr)
+    flat = np.frombuffer(raw, np.uint8, buf.nbytes).view(t.dtype.numpy)
+    index = np.full(t.shape, getattr(t, "offset", 0), np.int64)
+    for axis, (n, step) in enumerate(zip(t.shape, t.strides)):
+        index = index + (np.arange(n) * step).reshape([-1 if a == axis else 1
+                                                       for a in range(t.ndim)])
+    return np.array(flat[index])  # (a copy; rank 0 stays an array)
 
 
 class _Home:
