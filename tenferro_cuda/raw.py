@@ -119,8 +119,10 @@ class RawSession(Authority):
             self._device(self._ctx.copy, d._address, s._address, nbytes, self.op)
 
     def download_tensor(self, t: _Strided) -> Tensor:
-        """A host copy of ``t`` (blocks until it is there)."""
-        self._check()
+        """A host copy of ``t`` (blocks until it is there; refused during a capture)."""
+        ctx = self._check()
+        if ctx.capture is not None:
+            ctx.capture.refuse("download_tensor")
         return self._session.download_to_host(t)
 
     # --- modules and launches ----------------------------------------------------------

@@ -2,7 +2,8 @@
 without a device.
 
 NVLink multicast (NVLS) stays off in every NCCL communicator these tests make: a program
-that uses it can put a host's shared GPUs out of service, and nothing here needs it.
+that uses it can put a host's shared GPUs out of service, and nothing here needs it. JAX
+allocates on demand (no preallocation).
 """
 
 from __future__ import annotations
@@ -10,6 +11,9 @@ from __future__ import annotations
 import os
 
 os.environ["NCCL_NVLS_ENABLE"] = "0"  # before any communicator exists (NCCL reads it then)
+# JAX (a reference and an interop peer here) takes 75 % of the GPU's memory when it first
+# runs unless told not to, which starves the large tests and the subprocesses
+os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402

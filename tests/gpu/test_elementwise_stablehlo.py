@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 
+import ml_dtypes
 import numpy as np
 import pytest
 from gpu_util import down, up
@@ -48,6 +49,14 @@ def compare(op: str, dtype: DType, got, want, scaled: bool = False) -> None:
     of rtol x the largest finite result (another library's approximations of the
     transcendental functions, e.g. tiny logistic values flushed to 0)."""
     tol = tolerance(op, dtype.numpy)
+    if op == "atan2" and dtype.is_complex:
+        # atan2 = -i log(q): where q lands on log's branch cut (the negative real axis), the
+        # sign of q's zero imaginary part, which two ways of dividing may round apart,
+        # picks +pi or -pi: both are the principal value there
+        with np.errstate(invalid="ignore"):
+            cut = np.isclose(np.abs(got.real - want.real), 2 * np.pi, rtol=1e-4)
+        got = got.copy()
+        got.real[cut] = want.real[cut]
     if dtype.is_complex and op in TRANSCENDENTAL:
         fin = np.isfinite(want)
         assert not np.isfinite(got[~fin]).any(), "non-finite reference, finite result"
@@ -248,4 +257,21 @@ def test_against_jax(s, lax, op, dtype):
         pytest.skip(f"jax.lax.{op} does not take {dtype.value}: {exc}")
     got = run(s, op, arrays)
     assert got.dtype == want.dtype
-    compare(op, dtype, got, want, scaled=True)
+    keep = _jax_comparable(arrays)
+    compare(op, dtype, got[keep], want[keep], scaled=True)
+
+
+def _jax_comparable(arrays) -> np.ndarray:
+    """The positions where jax.lax is a reference: XLA's CPU backend flushes subnormal
+    inputs to zero (ceil(1e-40) is 0 there) and its atan2 approximation gives NaN for two
+    infinite operands. Those inputs are checked against the StableHLO reference
+    (test_special_values) instead."""
+    keep = np.ones(arrays[0].shape, bool)
+    for a in arrays:
+        if a.dtype.kind in "biuc":
+            continue
+        w = np.abs(a.astype(np.float64))
+        keep &= ~((w > 0) & (w < float(ml_dtypes.finfo(a.dtype).tiny)))
+    if len(arrays) == 2 and arrays[0].dtype.kind not in "biuc":
+        keep &= ~(np.isinf(arrays[0].astype(np.float64)) & np.isinf(arrays[1].astype(np.float64)))
+    return keep

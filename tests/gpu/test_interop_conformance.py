@@ -49,7 +49,9 @@ class Forward:
 def _versioned_capsule_of(x):
     """The peer's own versioned capsule of ``x`` (skip when it has no DLPack 1.x)."""
     try:
-        capsule = x.__dlpack__(stream=-1, max_version=(1, 0))
+        # stream 1 (the legacy default stream), which every peer takes: jax's
+        # __dlpack__ fails on -1
+        capsule = x.__dlpack__(stream=1, max_version=(1, 0))
     except TypeError:
         pytest.skip("this peer exports DLPack 0.x capsules only")
     if not dlpack.parse_capsule(capsule).versioned:
@@ -223,9 +225,11 @@ def test_import_copy_made_by_the_producer(s, peer_name):
     except (TypeError, BufferError, NotImplementedError):
         pytest.skip(f"{peer_name}'s __dlpack__ makes no copies (copy=True)")
     info = dlpack.parse_capsule(capsule)
-    assert info.flags & dlpack.FLAG_IS_COPIED
+    if info.data == p.ptr(x):
+        pytest.skip(f"{peer_name}'s __dlpack__(copy=True) made no copy")
+    # (whether the producer flags its copy IS_COPIED is its business: torch and jax don't)
     t = s.from_dlpack(capsule, stream=1)
-    assert t.data_ptr() != p.ptr(x)
+    assert t.data_ptr() == info.data  # the producer's copy is adopted, not copied again
     np.testing.assert_array_equal(down(s, t), base)
 
 

@@ -37,7 +37,8 @@ COMMON = [  # (id, call(method, arrays), error, kind) for the single-axis ops
     ("rank9", lambda f, a: f(a["r9"], 0), V, "rank_mismatch"),
     ("host-tensor", lambda f, a: f(HOST, 0), R, None),
     ("host-view", lambda f, a: f(HOST.T, 0), R, None),
-    ("not-a-tensor", lambda f, a: f(np.ones(3), 0), V, "invalid_argument"),
+    ("host-array", lambda f, a: f(np.ones(3), 0), R, None),
+    ("not-a-tensor", lambda f, a: f([1.0, 2.0, 3.0], 0), V, "invalid_argument"),
 ]
 PER_FAMILY = {
     "bits": [

@@ -39,7 +39,8 @@ REDUCE_CASES = [
     ("bool", lambda s, f, a: f(a["b"], (0,)), U, None),
     ("host-tensor", lambda s, f, a: f(HOST, (0,)), R, None),
     ("host-view", lambda s, f, a: f(HOST.T, (0,)), R, None),
-    ("not-a-tensor", lambda s, f, a: f(np.ones(3), (0,)), V, "invalid_argument"),
+    ("host-array", lambda s, f, a: f(np.ones(3), (0,)), R, None),
+    ("not-a-tensor", lambda s, f, a: f([1.0, 2.0, 3.0], (0,)), V, "invalid_argument"),
 ]
 ORDERED_ONLY = [
     ("complex", lambda s, f, a: f(a["c"], (0,)), U, None),

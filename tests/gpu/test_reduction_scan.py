@@ -110,7 +110,11 @@ def check(kind: str, got: np.ndarray, v: np.ndarray, axis: int, reverse: bool) -
     else:
         tol = (eps(v.dtype) + 8 * acc * np.sqrt(n)) * np.abs(ref)
     err = np.abs(wide(got) - ref)
-    assert (err <= tol + 1e-300).all(), f"max error {np.max(err)}"
+    bad = np.flatnonzero(~(err <= tol + 1e-300))
+    if bad.size:
+        i = np.unravel_index(bad[np.argmax((err / (tol + 1e-300)).ravel()[bad])], err.shape)
+        raise AssertionError(f"{bad.size} over the bound; worst at {i}: got {got[i]}, want "
+                             f"{ref[i]}, bound {tol[i]}")
 
 
 def _params():

@@ -48,6 +48,7 @@ __all__ = ["METHODS", "validate_producer", "request_capsule"]
 _LEGACY = 1
 _NO_SYNC = -1
 _legacy_only: set[type] = set()  # producer types whose __dlpack__ takes stream= alone
+_no_sync_refused: set[type] = set()  # producer types whose __dlpack__ fails on stream=-1
 _order = _foreign.order_current
 _stream_of = _foreign.stream_of
 _drain = _foreign.drain
@@ -75,6 +76,23 @@ def request_capsule(obj, stream: int, op: str = "from_dlpack"):
     type); the producer's BufferError becomes ValidationError."""
     method = obj.__dlpack__  # type: ignore[attr-defined]
     kind = type(obj)
+    if stream == _NO_SYNC:
+        if kind in _no_sync_refused:
+            stream = _LEGACY
+        else:
+            try:
+                return _ask(method, kind, stream, op)
+            except (ValidationError, TypeError):
+                raise
+            except Exception:  # noqa: BLE001 - a producer that takes -1 for a handle
+                # (jax's __dlpack__ does): ask it to order before stream 1 instead, which
+                # every producer takes; the consumer's ordering is unchanged.
+                _no_sync_refused.add(kind)
+                stream = _LEGACY
+    return _ask(method, kind, stream, op)
+
+
+def _ask(method, kind: type, stream: int, op: str):
     try:
         if kind not in _legacy_only:
             try:
