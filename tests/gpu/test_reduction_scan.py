@@ -86,14 +86,24 @@ def reference(kind: str, v: np.ndarray, axis: int, reverse: bool) -> np.ndarray:
     return fn(v, axis=axis, dtype=v.dtype) if v.dtype.kind in "iu" else fn(wide(v), axis=axis)
 
 
+def _real(d: np.dtype):
+    return {"complex64": np.float32, "complex128": np.float64}.get(d.name, d)
+
+
 def eps(d: np.dtype) -> float:
-    real = {"complex64": np.float32, "complex128": np.float64}.get(d.name, d)
-    return float(ml_dtypes.finfo(real).eps)
+    return float(ml_dtypes.finfo(_real(d)).eps)
+
+
+def subnormal_step(d: np.dtype) -> float:
+    """The spacing of the dtype's subnormals: the absolute rounding of a result below its
+    normal range (a long product decays there: float16 after ~10^6 factors near 1)."""
+    return float(ml_dtypes.finfo(_real(d)).smallest_subnormal)
 
 
 def check(kind: str, got: np.ndarray, v: np.ndarray, axis: int, reverse: bool) -> None:
     """Integers and max/min exactly; sums and products within the rounding of each result
-    plus the accumulation error (8 eps of the accumulator times the running magnitude)."""
+    (relative, and one subnormal step below the normal range) plus the accumulation error
+    (8 eps of the accumulator times the running magnitude)."""
     ref = reference(kind, v, axis, reverse)
     assert got.dtype == v.dtype and got.shape == v.shape
     if v.dtype.kind in "iu":
@@ -109,6 +119,7 @@ def check(kind: str, got: np.ndarray, v: np.ndarray, axis: int, reverse: bool) -
                                                                reverse)
     else:
         tol = (eps(v.dtype) + 8 * acc * np.sqrt(n)) * np.abs(ref)
+    tol = tol + subnormal_step(v.dtype)
     err = np.abs(wide(got) - ref)
     bad = np.flatnonzero(~(err <= tol + 1e-300))
     if bad.size:
