@@ -237,7 +237,9 @@ def _after_fork_in_child() -> None:
         rt.closed = True
         rt.pool.closed = True
         for ctx in rt._contexts:
-            ctx.closed = True
+            # eager off too: the driver's per-thread current context is copied into the
+            # child, so the facade's usual path (which compares it) would still run
+            ctx.closed, ctx.eager = True, False
     if parent is not None:
         _forked_from = parent
 

@@ -319,6 +319,7 @@ def test_a_meddling_producer_leaves_the_callers_stack(contexts, how, change):
     p, fa, fb = contexts
     inner = torch.arange(8, dtype=torch.float32, device="cuda:0")
     torch.cuda.synchronize()
+    clear()  # torch's runtime made the primary current: start from an empty stack
     push(fa)
     with tc.cuda_exec_session(0) as s:
         before = stack()
