@@ -40,8 +40,11 @@ typecheck: venv
 demo: venv
 	$(PY) -m tenferro_cuda
 
+# GPU_TEST_ARGS, e.g. "tests/gpu -n 8 --dist loadfile -p no:benchmark" with pytest-xdist
+# (pytest-benchmark, where installed, refuses to run beside xdist unless disabled)
+GPU_TEST_ARGS ?= tests
 gpu-test:
-	$(GPU_ENV) && $(GPU_PY) -m pytest -q tests
+	$(GPU_ENV) && $(GPU_PY) -m pytest -q $(GPU_TEST_ARGS)
 
 bench:
 	$(GPU_ENV) && $(GPU_PY) tools/bench.py && $(GPU_PY) tools/bench_report.py
