@@ -50,6 +50,42 @@ def test_import_asks_the_cheapest_stream(fx, stream, asked, orders):
     assert fx.made <= 1
 
 
+class MinusOneRefused(Producer):
+    """A producer whose ``__dlpack__`` takes -1 for a stream handle and fails on it (as
+    jax's does, with its own runtime error)."""
+
+    def __dlpack__(self, *, stream=None, **kwargs):
+        if stream == -1:
+            self.asked.append("refused")
+            raise RuntimeError("INTERNAL: CUDA_ERROR_INVALID_HANDLE: invalid resource handle")
+        return super().__dlpack__(stream=stream, **kwargs)
+
+
+@pytest.mark.parametrize("stream", [PTR, -1], ids=["pointer", "no-sync"])
+def test_a_producer_refusing_minus_one_is_asked_with_stream_1(fx, stream, monkeypatch):
+    monkeypatch.setattr(interop, "_no_sync_refused", set())
+    p = MinusOneRefused(np.arange(4.0))
+    t = interop.from_dlpack(fx, p, stream)
+    assert p.asked == ["refused", 1]  # once; then the caller's ordering as before
+    assert fx.orders == ([(OUR_STREAM, PTR)] if stream == PTR else [])
+    assert t.data_ptr() == p.array.ctypes.data
+    again = MinusOneRefused(np.arange(2.0))  # remembered for the type: asked once
+    interop.from_dlpack(fx, again, stream)
+    assert again.asked == [1]
+
+
+def test_a_producer_error_on_a_stream_it_takes_is_not_retried(fx):
+    class Broken(Producer):
+        def __dlpack__(self, **kwargs):
+            self.asked.append(kwargs.get("stream"))
+            raise RuntimeError("producer bug")
+
+    p = Broken(np.arange(2.0))
+    with pytest.raises(RuntimeError, match="producer bug"):
+        interop.from_dlpack(fx, p, None)  # asked with stream 1: not the -1 fallback
+    assert p.asked == [1]
+
+
 def test_import_of_our_own_tensor_costs_no_event(fx):
     t = fx.tensor(np.arange(6.0))
     same = interop.from_dlpack(fx, t)
