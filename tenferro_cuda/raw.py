@@ -120,9 +120,8 @@ class RawSession(Authority):
 
     def download_tensor(self, t: _Strided) -> Tensor:
         """A host copy of ``t`` (blocks until it is there; refused during a capture)."""
-        ctx = self._check()
-        if ctx.capture is not None:
-            ctx.capture.refuse("download_tensor")
+        self._check()
+        entry.check(self._session, "download_tensor", "download_to_host")  # (capture rule)
         return self._session.download_to_host(t)
 
     # --- modules and launches ----------------------------------------------------------

@@ -8,12 +8,14 @@ import pytest
 from reference.fake_graph import FakeCtx, FakeSession, FakeTable, ready_graph, tensor
 
 from tenferro_cuda import _driver_graph
+from tenferro_cuda.authority import Scope
 from tenferro_cuda.dtypes import DType
 from tenferro_cuda.errors import RuntimeStateError, ValidationError
 from tenferro_cuda.exec import capture as cap
 from tenferro_cuda.graph import CaptureScope, CudaGraph
 from tenferro_cuda.graph_rebind import NodeTable
 from tenferro_cuda.memory import DeviceBuffer
+from tenferro_cuda.raw import RawSession
 from tenferro_cuda.tensor import Tensor
 
 
@@ -60,6 +62,17 @@ def test_refused_op_abandons_the_capture(driver, op):
     assert info.value.op == op
     assert driver.end == [7] and driver.instantiate == []
     assert ("cuGraphDestroy", 0xA001) in driver.lib.calls
+
+
+def test_a_raw_download_is_refused_under_its_own_name(driver):
+    session = FakeSession()
+    raw = RawSession._make(session, session._ctx, Scope("raw", session._scope), "test.raw")
+    x = tensor(session._ctx)
+    with pytest.raises(RuntimeStateError, match="download_tensor is not allowed") as info:
+        with CaptureScope(session):
+            raw.download_tensor(x)
+    assert info.value.op == "download_tensor"
+    assert session._ctx.capture is None and driver.instantiate == []
 
 
 def test_nested_capture_and_a_scope_entered_twice(driver):
