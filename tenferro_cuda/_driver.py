@@ -275,6 +275,15 @@ def stream_synchronize(stream, op: str = "") -> None:
         _fail("cuStreamSynchronize", status, op)
 
 
+def stream_barrier(stream, op: str = "") -> None:
+    """``cuStreamSynchronize`` as an explicit barrier (a session's ``synchronize``, a
+    download): the ``forbid_host_sync`` debug switch, which catches hidden ones, does not
+    apply."""
+    status = _d.cuStreamSynchronize(stream)[0]
+    if status:
+        _fail("cuStreamSynchronize", status, op)
+
+
 def stream_query(stream) -> bool:
     """True when all work on ``stream`` is complete; False while it still runs."""
     status = _d.cuStreamQuery(stream)[0]

@@ -33,6 +33,7 @@ from .exec import entry, guard
 from .exec.aliasing import byte_range, check_writable
 from .exec.capture import CaptureState, GraphMemory, refused
 from .exec.residency import resident
+from .memo import BoundedCache
 from .tensor import _Strided
 
 __all__ = ["CudaGraph"]
@@ -45,7 +46,7 @@ class CudaGraph(Authority):
 
     __slots__ = ("_session", "_ctx", "_state", "_graph", "_exec", "_memory", "_external",
                  "_kept", "_ops", "_fixed", "_written", "_scalars", "_spans", "_table", "_sites",
-                 "_shift", "_bound", "__weakref__")
+                 "_shift", "_bound", "_raises", "_placements", "__weakref__")
     _session: Any
     _ctx: Any
     _state: CaptureState | None
@@ -63,6 +64,8 @@ class CudaGraph(Authority):
     _sites: dict[int, list]
     _shift: dict[int, int]  # id(tensor) -> shift now in the graph
     _bound: dict[int, Any]  # id(tensor) -> the tensor it is bound to
+    _raises: bool  # a captured kernel may write the error word
+    _placements: BoundedCache  # the shifts that passed the overlap checks
 
     def __init__(self, *args: object, **kwargs: object) -> None:
         raise TypeError("CudaGraph is made by CudaExecSession.capture()")
@@ -74,8 +77,9 @@ class CudaGraph(Authority):
         self._graph = self._exec = 0
         self._memory = state.memory
         self._external, self._kept, self._ops, self._fixed, self._spans = {}, (), (), set(), {}
-        self._written, self._scalars = set(), frozenset()
+        self._written, self._scalars, self._raises = set(), frozenset(), False
         self._table, self._sites, self._shift, self._bound = None, {}, {}, {}
+        self._placements = BoundedCache(256)
         return self
 
     def _ready(self, state: CaptureState, graph: int, exe: int) -> None:
@@ -87,6 +91,8 @@ class CudaGraph(Authority):
         self._written = set(state.written)
         self._scalars = frozenset(state.scalars)
         self._spans = {key: byte_range(t) for key, t in self._external.items()}
+        # a captured kernel may write the error word: each replay makes synchronize read it
+        self._raises = state.ctx.errors.count != state.errors_from
 
     # --- what it holds -----------------------------------------------------------------
     @property
@@ -150,6 +156,8 @@ class CudaGraph(Authority):
         """Rebind (when asked, or to undo the last rebinding) and launch; the status."""
         if inputs or self._shift:
             self._rebind(ctx, inputs or {})
+        if self._raises:
+            ctx.errors.count += 1
         return dg.lib().cuGraphLaunch(self._exec, int(ctx.stream))
 
     def _rebind(self, ctx: Any, inputs: Mapping) -> None:
@@ -181,9 +189,12 @@ class CudaGraph(Authority):
                     f"{new.strides})", op=op)
             shifts[id(key)] = new.data_ptr() - key.data_ptr()
             bound[id(key)] = new
-        self._check_overlap(shifts, op)
-        if self._scalars:
-            self._check_scalars(shifts, op)
+        placement = frozenset(shifts.items())  # what the overlap checks depend on, alone
+        if placement not in self._placements:
+            self._check_overlap(shifts, op)
+            if self._scalars:
+                self._check_scalars(shifts, op)
+            self._placements.put(placement, True)
         table = self._nodes()
         for key_id in set(self._shift) | set(shifts):
             shift = shifts.get(key_id, 0)

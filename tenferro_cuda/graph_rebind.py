@@ -32,7 +32,7 @@ _MIN_ADDRESS = 1 << 16  # values below cannot be device addresses (sizes, flags)
 
 
 class _Kernel:
-    __slots__ = ("node", "params", "sizes", "buffers", "array", "dirty")
+    __slots__ = ("node", "params", "sizes", "buffers", "array", "dirty", "_set", "_ref")
 
     def __init__(self, node: int) -> None:
         self.node = node
@@ -46,6 +46,9 @@ class _Kernel:
             *[ctypes.addressof(b) for b in self.buffers])
         self.params.params = ctypes.cast(self.array, ctypes.POINTER(ctypes.c_void_p))
         self.dirty = False
+        # bound once: a rebinding replay pushes each moved node with one foreign call
+        self._set, self._ref = dg.lib().cuGraphExecKernelNodeSetParams_v2, ctypes.byref(
+            self.params)
 
     def words(self):
         for i, (buf, size) in enumerate(zip(self.buffers, self.sizes)):
@@ -59,8 +62,11 @@ class _Kernel:
         self.dirty = True
 
     def push(self, exe: int, context: int) -> None:
-        dg.call("cuGraphExecKernelNodeSetParams_v2", exe, self.node, ctypes.byref(self.params),
-                op="replay")
+        status = self._set(exe, self.node, self._ref)
+        if status:
+            from ._driver import error_for
+
+            raise error_for("cuGraphExecKernelNodeSetParams_v2", status, "replay")
         self.dirty = False
 
 
@@ -118,10 +124,11 @@ _KINDS: dict[int, Any] = {dg.NODE_KERNEL: _Kernel, dg.NODE_MEMCPY: _Memcpy,
 class NodeTable:
     """The address sites of one captured graph (see the module docstring)."""
 
-    __slots__ = ("nodes", "_sites")
+    __slots__ = ("nodes", "_sites", "_moved")
 
     def __init__(self, graph: int) -> None:
         self.nodes = []
+        self._moved: list = []  # the entries changed since the last push
         self._sites: list[tuple[Any, Any, int]] = []  # (node entry, where, original value)
         for node in dg.graph_nodes(graph):
             kind = _KINDS.get(dg.node_type(node))
@@ -139,11 +146,16 @@ class NodeTable:
 
     def move(self, sites: list[tuple[Any, Any, int]], shift: int) -> None:
         """Set each site to its original value + ``shift`` (in this table's copies)."""
+        moved = self._moved
         for entry, where, value in sites:
+            if not entry.dirty:
+                moved.append(entry)
             entry.write(where, value + shift)
 
     def push(self, exe: int, context: int) -> None:
-        """Send the changed nodes to the executable graph."""
-        for entry in self.nodes:
-            if entry.dirty:
-                entry.push(exe, context)
+        """Send the changed nodes to the executable graph (a node whose push fails stays
+        changed, and the next push sends it again)."""
+        moved = self._moved
+        while moved:
+            moved[-1].push(exe, context)
+            moved.pop()

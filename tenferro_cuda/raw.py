@@ -155,24 +155,24 @@ class RawSession(Authority):
         if not isinstance(config, LaunchConfig):
             raise ValidationError(f"config must be a LaunchConfig (got "
                                   f"{type(config).__name__})", op=self.op)
-        args = tuple(args)
-        if not all(isinstance(a, KernelArg) for a in args):
-            raise ValidationError("args must be KernelArg values", op=self.op)
-        codes = "".join(a.code for a in args)
-        key = ("raw", codes, config, id(fn._fn))
-        grid, block = config.grid, config.block
+        codes, data = "", []
+        for a in args:  # one pass: check, codes, values (nothing is launched on a failure)
+            if not isinstance(a, KernelArg):
+                raise ValidationError(f"args must be KernelArg values (got "
+                                      f"{type(a).__name__})", op=self.op)
+            codes += a.code
+            data.append(a.data)
+        grid, block, shared = config.grid, config.block, config.shared_bytes
         assert isinstance(grid, tuple) and isinstance(block, tuple)  # LaunchConfig made them
+        key = ("raw", codes, grid, block, shared, id(fn._fn))
         launch = ctx.launches.get(key)
         if launch is None or launch.fn is not fn._fn:  # prepared, geometry validated once
-            check_geometry(ctx.info, grid, block, config.shared_bytes, self.op)
-            self._device(_fit_function, fn._fn, ctx.info, block, config.shared_bytes,
-                         self.op)
-            launch = ctx.prepare(key, fn._fn, codes, block=block,
-                                 shared=config.shared_bytes, op=self.op)
-        data = [a.data for a in args]
-        if guard.current_id() == ctx.context_id:
+            check_geometry(ctx.info, grid, block, shared, self.op)
+            self._device(_fit_function, fn._fn, ctx.info, block, shared, self.op)
+            launch = ctx.prepare(key, fn._fn, codes, block=block, shared=shared, op=self.op)
+        if int(_CURRENT["_get_current"]()[1]) == ctx.context_id:  # the facade's test
             launch.run3(grid, *data)
-        else:  # the body made another context current: ours for the launch only
+        else:  # the body made another context current (or the query failed): pushed
             guard.call_pushed(ctx.context, launch.run3, grid, *data)
 
     def resource(self, key, init):
@@ -190,6 +190,7 @@ class RawSession(Authority):
 
 
 _MISSING = object()
+_CURRENT = entry.SHARED  # the per-op context query, shared with the session facade
 
 
 def _fit_function(fn: Any, info: Any, block: tuple[int, int, int], shared: int,

@@ -188,8 +188,14 @@ class CudaExecSession(SessionOps, Authority):
 def _synchronize(ctx: ExecContext) -> None:
     op = "synchronize"
     ctx.flush()
+    errors = ctx.errors
+    count = errors.count
+    if count == errors.read:  # no launch since the last read could have written the word
+        ctx.wait(op)
+        return
     ctx.download(ctx.err_host, ctx.err_word.ptr, 4, op)
     ctx.wait(op)
+    errors.read = count
     code = int.from_bytes(_read_host(ctx.err_host, 4), "little", signed=True)
     if code:
         ctx.memset(ctx.err_word.ptr, 0, 4, op)

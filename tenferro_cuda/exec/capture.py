@@ -147,6 +147,7 @@ class Capturing(Protocol):
     closed: bool
     eager: bool
     capture: CaptureState | None
+    errors: Any  # the ErrorWatch of the error word (device_errors.py)
     _blas: Any
 
 
@@ -180,7 +181,7 @@ class CaptureState:
     """One capture in progress on one execution context (see the module docstring)."""
 
     __slots__ = ("ctx", "memory", "external", "kept", "ops", "table_users", "written",
-                 "scalars", "abandoned", "refused", "blas_workspace")
+                 "scalars", "abandoned", "refused", "blas_workspace", "errors_from")
 
     def __init__(self, ctx: Capturing, memory: GraphMemory) -> None:
         self.ctx, self.memory = ctx, memory
@@ -193,6 +194,7 @@ class CaptureState:
         self.abandoned = ""  # why the capture ended early: a refused op, a session's end
         self.refused = ""  # the op refused, when that was why
         self.blas_workspace: DeviceBuffer | None = None
+        self.errors_from = ctx.errors.count  # more at the end: a kernel may write the word
 
     def admit(self, op: str, args: tuple, outputs: tuple[int, ...] = ()) -> None:
         """Refuse ``op`` or note the tensors it is given (``args[i]`` for ``i`` in

@@ -21,12 +21,11 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from .. import _driver, _driver_memory
 from ..authority import Authority
-from ..debug import allow_host_sync
 from ..dtypes import DType
 from ..memo import BoundedCache
 from ..tensor import Tensor
 from . import guard
-from .device_errors import error_code
+from .device_errors import ErrorWatch, error_code
 
 if TYPE_CHECKING:
     from ..device_info import AllocationDomainId, CudaDeviceInfo, CudaRuntimeIdentity
@@ -74,7 +73,7 @@ class ExecContext(Authority):
     """The execution state of one runtime on one thread (see the module docstring)."""
 
     __slots__ = ("runtime", "thread", "context", "context_id", "ordinal", "domain", "info",
-                 "sm_count", "stream", "home", "err_word", "err_host", "launches", "memo",
+                 "sm_count", "stream", "home", "err_word", "err_host", "errors", "launches", "memo",
                  "dot_slots", "session_open", "pending", "closed", "eager", "capture",
                  "aux_stream", "_blas", "events", "links")
 
@@ -104,6 +103,7 @@ class ExecContext(Authority):
                     _driver_memory.host_free(self.err_host)
                 _driver.stream_destroy(self.stream)
                 raise
+        self.errors = ErrorWatch()  # whether synchronize must read err_word
         self.launches: BoundedCache = BoundedCache(LAUNCH_LIMIT)
         self.memo: BoundedCache = BoundedCache(MEMO_LIMIT)
         self.dot_slots: dict[int, Any] = {}
@@ -155,8 +155,7 @@ class ExecContext(Authority):
         """Block the host until the stream is idle (an explicit barrier)."""
         if self.capture is not None:
             self.capture.refuse(op)
-        with allow_host_sync():
-            _driver.stream_synchronize(self.stream, op)
+        _driver.stream_barrier(self.stream, op)
 
     def link(self, dst: ExecContext) -> Link:
         """The reusable state of copies from this context into ``dst`` (``exec/peer.py``),
@@ -187,14 +186,19 @@ class ExecContext(Authority):
     def prepare(self, key: Any, fn: Any, codes: str, *, block: tuple[int, int, int] = (
             BLOCK, 1, 1), shared: int = 0, tail: tuple = (), op: str = "") -> PreparedLaunch:
         """The prepared launch cached under ``key`` (made, and its geometry validated, on
-        first use; remade when ``key`` was last prepared for another function)."""
+        first use; remade when ``key`` was last prepared for another function). A launch
+        whose constants carry the error word counts itself in ``errors``."""
         launch = self.launches.get(key)
         if launch is None or launch.fn is not fn:
-            from ..kernels.launch import PreparedLaunch
+            from ..kernels.launch import PreparedLaunch, WatchedLaunch
 
-            launch = self.launches.put(key, PreparedLaunch(
-                fn, codes, self.stream, self.info, block=block, shared=shared, tail=tail,
-                op=op))
+            if self.err_word.ptr in tail:
+                launch = WatchedLaunch(fn, codes, self.stream, self.info, self.errors,
+                                       block=block, shared=shared, tail=tail, op=op)
+            else:
+                launch = PreparedLaunch(fn, codes, self.stream, self.info, block=block,
+                                        shared=shared, tail=tail, op=op)
+            self.launches.put(key, launch)
         return launch
 
     def launch(self, fn: Any, codes: str, grid: tuple[int, int, int], args: tuple, op: str,

@@ -30,7 +30,7 @@ from ..authority import Authority
 from ..errors import ValidationError
 from .args import parse_codes
 
-__all__ = ["PreparedLaunch", "check_geometry"]
+__all__ = ["PreparedLaunch", "WatchedLaunch", "check_geometry"]
 
 _launch = _driver.launch_unchecked
 _failed = _driver.launch_failed
@@ -129,3 +129,24 @@ class PreparedLaunch(Authority):
     def __repr__(self) -> str:
         return (f"PreparedLaunch({self.codes!r}, block=({self.bx}, {self.by}, {self.bz}), "
                 f"shared={self.shared}, op={self.op!r})")
+
+
+class WatchedLaunch(PreparedLaunch):
+    """A ``PreparedLaunch`` of a kernel that may write its context's deferred-error word:
+    every launch counts itself in ``watch`` (an ``exec.device_errors.ErrorWatch``), so
+    that the next ``synchronize`` reads the word. Launches of other kernels pay nothing."""
+
+    __slots__ = ("watch",)
+
+    def __init__(self, fn: Any, codes: str, stream: Any, info: Any, watch: Any,
+                 **kwargs: Any) -> None:
+        super().__init__(fn, codes, stream, info, **kwargs)
+        self.watch = watch
+
+    def run(self, gx: int, *head: Any) -> None:
+        self.watch.count += 1
+        PreparedLaunch.run(self, gx, *head)
+
+    def run3(self, grid: Sequence[int], *head: Any) -> None:
+        self.watch.count += 1
+        PreparedLaunch.run3(self, grid, *head)

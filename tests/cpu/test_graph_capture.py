@@ -172,13 +172,34 @@ def test_rebinding_errors(driver):
         ({a: own}, "graph owns"),
         ({a: view_of_b}, "did not overlap"),
     ]
-    for inputs, words in cases:
-        with pytest.raises((ValidationError, RuntimeStateError), match=words):
-            g._rebind(ctx, inputs)
+    for _ in range(2):  # a refused placement is not remembered: refused again
+        for inputs, words in cases:
+            with pytest.raises((ValidationError, RuntimeStateError), match=words):
+                g._rebind(ctx, inputs)
     assert g._table.moves == []
     g._fixed.add(id(a))
     with pytest.raises(ValidationError, match="pointer table"):
         g._rebind(ctx, {a: tensor(ctx)})
+
+
+def test_an_accepted_placement_is_checked_once(driver, monkeypatch):
+    session = FakeSession()
+    ctx = session._ctx
+    ctx.context_id = 5
+    a, b = tensor(ctx), tensor(ctx)
+    g = ready_graph(driver, session, [a, b])
+    g._table = FakeTable()
+    checks = []
+    real = CudaGraph._check_overlap
+    monkeypatch.setattr(CudaGraph, "_check_overlap",
+                        lambda self, shifts, op: checks.append(dict(shifts)) or real(
+                            self, shifts, op))
+    a2, a3 = tensor(ctx), tensor(ctx)
+    for new in (a2, a3, a2, a3, a2):
+        g._rebind(ctx, {a: new})
+    assert [list(c.values()) for c in checks] == [[a2.data_ptr() - a.data_ptr()],
+                                                  [a3.data_ptr() - a.data_ptr()]]
+    assert len(g._table.moves) == 5
 
 
 def test_node_table_finds_and_moves_addresses():
@@ -197,13 +218,45 @@ def test_node_table_finds_and_moves_addresses():
     base = 0x7F0000001000
     e1, e2 = Entry({(0, 0): base + 64, (1, 0): 12}), Entry({"dst": base + 4096})
     table = object.__new__(NodeTable)
-    table.nodes = [e1, e2]
+    table.nodes, table._moved = [e1, e2], []
     table._sites = [(e, w, v) for e in (e1, e2) for w, v in e.values.items() if v >= 1 << 16]
     sites = table.sites(base, base + 128)
     assert [(s[1], s[2]) for s in sites] == [((0, 0), base + 64)]
     table.move(sites, 0x1000)
     table.push(1, 2)
     assert e1.values[(0, 0)] == base + 64 + 0x1000 and e1.pushed == 1 and e2.pushed == 0
+    table.move(sites, 0x2000)  # moved twice before a push: pushed once
+    table.move(sites, 0x3000)
+    table.push(1, 2)
+    assert e1.values[(0, 0)] == base + 64 + 0x3000 and e1.pushed == 2
+    table.push(1, 2)  # nothing moved since
+    assert e1.pushed == 2
+
+
+def test_a_node_whose_push_failed_is_pushed_again():
+    from tenferro_cuda.errors import BackendSourceError
+
+    class Entry:
+        dirty, fail, pushed = False, True, 0
+
+        def write(self, where, value):
+            self.dirty = True
+
+        def push(self, exe, context):
+            if self.fail:
+                raise BackendSourceError("cuGraphExecKernelNodeSetParams_v2 failed")
+            self.pushed += 1
+            self.dirty = False
+
+    e = Entry()
+    table = object.__new__(NodeTable)
+    table.nodes, table._moved, table._sites = [e], [], [(e, (0, 0), 0x7F0000001000)]
+    table.move(table.sites(0, 1 << 60), 64)
+    with pytest.raises(BackendSourceError):
+        table.push(1, 2)
+    e.fail = False
+    table.push(1, 2)
+    assert e.pushed == 1 and not e.dirty
 
 
 def test_kernel_words_scan_only_8_byte_parameters():

@@ -12,6 +12,7 @@ from gpu_util import down, up
 from stablehlo_ref import TRANSCENDENTAL
 from test_elementwise_ref import REF, inputs_for, mismatch, pairs, specials, tolerance
 
+import tenferro_cuda as tc
 from tenferro_cuda.dtypes import ALL_DTYPES, DType
 from tenferro_cuda.errors import ValidationError
 from tenferro_cuda.shapes.elementwise import KINDS
@@ -115,3 +116,47 @@ def test_float_division_by_zero_is_not_an_error(s):
     x = up(s, np.array([1.0, -1.0, 0.0], np.float32))
     got = down(s, s.div(x, up(s, np.zeros(3, np.float32))))
     assert got[0] == np.inf and got[1] == -np.inf and np.isnan(got[2])
+
+
+def test_a_deferred_error_after_a_clean_synchronize_still_surfaces(s):
+    """synchronize skips reading the error word when no fallible kernel ran since the
+    last read; one that ran after a clean synchronize is still reported, once."""
+    a = up(s, np.array([1, 2], np.int32))
+    z = up(s, np.array([1, 0], np.int32))
+    f = up(s, np.ones(2, np.float32))
+    s.div(a, a)
+    s.synchronize()  # read: clean
+    s.add(f, f)
+    s.synchronize()  # nothing fallible since: not read
+    s.rem(a, z)
+    s.mul(f, f)
+    with pytest.raises(ValidationError, match="division by zero") as info:
+        s.synchronize()
+    assert info.value.op == "rem"
+    s.add(f, f)
+    s.synchronize()
+
+
+def test_deferred_errors_stay_on_their_own_thread(s):
+    """Each thread's session has its own error word: an error raised by a kernel of one
+    thread's session surfaces at that session's synchronize only."""
+    import threading
+
+    errors: list = []
+
+    def other() -> None:
+        with tc.cuda_exec_session(0) as t:
+            x = t.upload_host_tensor(np.array([1, 2], np.int32))
+            t.div(x, t.upload_host_tensor(np.array([0, 1], np.int32)))
+            try:
+                t.synchronize()
+            except ValidationError as exc:
+                errors.append(exc.op)
+
+    a = up(s, np.array([1, 2], np.int32))
+    s.div(a, a)
+    worker = threading.Thread(target=other)
+    worker.start()
+    worker.join()
+    assert errors == ["div"]
+    s.synchronize()  # ours is clean

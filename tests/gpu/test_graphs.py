@@ -338,3 +338,20 @@ def test_an_abandoned_scope_left_capturing_is_ended_by_the_next_session():
             assert np.array_equal(down(s2, s2.add(x, x)), np.full(4, 2, np.float32))
     finally:
         assert int(d.cuCtxPopCurrent()[0]) == 0  # the abandoned scope's entry on the stack
+
+
+def test_every_replay_of_a_fallible_graph_is_checked(s):
+    """The error word is read after each replay of a graph that captured a kernel that may
+    write it, also when the synchronize before the replay read the word already."""
+    a = up(s, np.array([4, 5, 6], np.int32))
+    z = up(s, np.array([1, 0, 2], np.int32))
+    with s.capture() as g:
+        s.div(a, z)
+    for _ in range(3):
+        s.add(a, a)  # a kernel that cannot fail, between the replays
+        s.synchronize()
+        g.replay()
+        with pytest.raises(tc.ValidationError, match="division by zero"):
+            s.synchronize()
+    s.synchronize()
+    g.close()

@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from tenferro_cuda.exec.device_errors import ErrorWatch
 from tenferro_cuda.memo import BoundedCache
 from tenferro_cuda.tensor import Tensor
 
@@ -151,6 +152,7 @@ class FakeContext:
         self.launches = BoundedCache(1024)
         self.dot_slots: dict = {}
         self.err_word = self.home.alloc(8)
+        self.errors = ErrorWatch()
         self.pending: list = []
         self.closed = False
         self.eager = True  # as ExecContext: open and not capturing (the facade checks it)

@@ -15,6 +15,7 @@ from tenferro_cuda import _driver_graph, _driver_memory
 from tenferro_cuda.authority import Scope
 from tenferro_cuda.dtypes import DType
 from tenferro_cuda.exec import capture as cap
+from tenferro_cuda.exec.device_errors import ErrorWatch
 from tenferro_cuda.graph import CudaGraph
 from tenferro_cuda.memory import _Arena
 from tenferro_cuda.tensor import Tensor
@@ -81,6 +82,7 @@ class FakeCtx:
         self.stream, self.thread, self.closed, self.eager = 7, threading.get_ident(), False, True
         self.capture, self._blas, self.runtime = None, None, FakeRuntime()
         self.flushed, self.ordinal, self.domain = 0, 0, 1
+        self.errors = ErrorWatch()
 
     def flush(self):
         self.flushed += 1
