@@ -39,6 +39,18 @@ def _ratio(row) -> str:
     return f"{r:.2f}x"
 
 
+def _tree() -> str | None:
+    """The short commit of the measured tree (None outside a git checkout)."""
+    import subprocess
+
+    try:
+        res = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
+                             capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return res.stdout.strip() or None if res.returncode == 0 else None
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("families", nargs="*")
@@ -47,13 +59,14 @@ def main() -> int:
     names = [m.name for m in pkgutil.iter_modules(benches.__path__) if m.name != "common"]
     chosen = args.families or ["foundation"] + [n for n in sorted(names) if n != "foundation"]
     rows, failures = [], []
+    tree = _tree()
     out = Path(args.json)
     out.parent.mkdir(parents=True, exist_ok=True)
 
     def save() -> None:  # after every family, so a run cut short keeps what it measured
         out.write_text(json.dumps({
             "gpu": info.name, "date": datetime.date.today().isoformat(),
-            "command": "make bench", "copy_bandwidth_gbps": copy_bw,
+            "command": "make bench", "tree": tree, "copy_bandwidth_gbps": copy_bw,
             "rows": [r.as_dict() for r in rows], "failures": [f[0] for f in failures],
         }, indent=1))
 

@@ -34,8 +34,9 @@ def ratio(row: dict) -> float | None:
 def table(data: dict) -> str:
     copy = data.get("copy_bandwidth_gbps")
     lines = [
-        f"Latest run: {data['gpu']}, {data['date']}, `{data['command']}` "
-        f"(device copy bandwidth {_fmt(copy)} GB/s).",
+        f"Latest run: {data['gpu']}, {data['date']}, `{data['command']}`"
+        + (f" of commit {data['tree']}" if data.get("tree") else "")
+        + f" (device copy bandwidth {_fmt(copy)} GB/s).",
         "",
         "| family | figure | tenferro_cuda | PyTorch | CuPy | vs best peer | % of copy BW "
         "| target |",
