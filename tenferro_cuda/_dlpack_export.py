@@ -230,9 +230,7 @@ def _copied(ctx, tensor, consumer, op: str):
                           "or with copy=None")
     from .exec import guard
 
-    if guard.current_id() == ctx.context_id:
-        return _copy(f, ctx, tensor, consumer, op)
-    return guard.call_pushed(ctx.context, _copy, f, ctx, tensor, consumer, op)
+    return guard.call_current(ctx, _copy, f, ctx, tensor, consumer, op)
 
 
 def _copy(f, ctx, tensor, consumer, op: str):

@@ -270,9 +270,7 @@ def guard_blocking(api: str, op: str = "") -> None:
 
 def stream_synchronize(stream, op: str = "") -> None:
     guard_blocking("cuStreamSynchronize", op)
-    status = _d.cuStreamSynchronize(stream)[0]
-    if status:
-        _fail("cuStreamSynchronize", status, op)
+    stream_barrier(stream, op)
 
 
 def stream_barrier(stream, op: str = "") -> None:

@@ -144,10 +144,7 @@ def order_current(ctx: Any, waiter, producer) -> None:
 
 def order(ctx: Any, waiter, producer) -> None:
     """Make ``waiter`` wait for the work enqueued so far on ``producer`` (module doc)."""
-    if guard.current_id() == ctx.context_id:
-        _order(ctx.events, waiter, producer)
-    else:
-        guard.call_pushed(ctx.context, _order, ctx.events, waiter, producer)
+    guard.call_current(ctx, _order, ctx.events, waiter, producer)
 
 
 def copy_on(stream, dst: int, src: int, nbytes: int, op: str) -> None:
@@ -289,8 +286,5 @@ def export_context(buffer, op: str) -> Any:
 
         raise refused(op)
     if ctx.pending and ctx.thread == _ident():
-        if guard.current_id() == ctx.context_id:
-            ctx.flush()
-        else:
-            guard.call_pushed(ctx.context, ctx.flush)
+        guard.call_current(ctx, ctx.flush)
     return ctx

@@ -143,10 +143,7 @@ class CudaGraph(Authority):
         ``inputs`` maps tensors the capture used to tensors of the same dtype, shape and
         strides to run on instead, for this replay (tensors not named run on their own)."""
         ctx = self._check("replay")
-        if guard.current_id() == ctx.context_id:
-            status = self._launch(ctx, inputs)
-        else:  # user code made another context current: ours for the replay only
-            status = guard.call_pushed(ctx.context, self._launch, ctx, inputs)
+        status = guard.call_current(ctx, self._launch, ctx, inputs)
         if status:
             from ._driver import error_for
 

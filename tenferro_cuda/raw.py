@@ -60,10 +60,7 @@ class RawSession(Authority):
     def _device(self, fn, *args):
         """``fn(*args)`` with our context current (pushed and popped when the body made
         another one current)."""
-        ctx = self._check()
-        if guard.current_id() == ctx.context_id:
-            return fn(*args)
-        return guard.call_pushed(ctx.context, fn, *args)
+        return guard.call_current(self._check(), fn, *args)
 
     # --- what the session lends --------------------------------------------------------
     def stream(self) -> StreamHandle:
@@ -120,7 +117,7 @@ class RawSession(Authority):
 
     def download_tensor(self, t: _Strided) -> Tensor:
         """A host copy of ``t`` (blocks until it is there; refused during a capture)."""
-        self._check()
+        self._scope.check(self.op)
         entry.check(self._session, "download_tensor", "download_to_host")  # (capture rule)
         return self._session.download_to_host(t)
 
@@ -170,10 +167,7 @@ class RawSession(Authority):
             check_geometry(ctx.info, grid, block, shared, self.op)
             self._device(_fit_function, fn._fn, ctx.info, block, shared, self.op)
             launch = ctx.prepare(key, fn._fn, codes, block=block, shared=shared, op=self.op)
-        if int(_CURRENT["_get_current"]()[1]) == ctx.context_id:  # the facade's test
-            launch.run3(grid, *data)
-        else:  # the body made another context current (or the query failed): pushed
-            guard.call_pushed(ctx.context, launch.run3, grid, *data)
+        guard.call_current(ctx, launch.run3, grid, *data)
 
     def resource(self, key, init):
         """A per-runtime cached value (e.g. a compiled module's image) for ``key``."""
@@ -190,7 +184,6 @@ class RawSession(Authority):
 
 
 _MISSING = object()
-_CURRENT = entry.SHARED  # the per-op context query, shared with the session facade
 
 
 def _fit_function(fn: Any, info: Any, block: tuple[int, int, int], shared: int,

@@ -79,9 +79,7 @@ def enter(session: Any, op: str, impl: Callable, args: tuple) -> Any:
     ctx = check(session, op)
     if ctx.capture is not None:
         ctx.capture.admit(op, args, OUTPUTS.get(impl, ()))
-    if guard.current_id() == ctx.context_id:
-        return impl(ctx, *args)
-    return guard.call_pushed(ctx.context, impl, ctx, *args)
+    return guard.call_current(ctx, impl, ctx, *args)
 
 
 def _parameters(impl: Callable) -> list[inspect.Parameter]:

@@ -8,10 +8,10 @@ Contract (DESIGN 9):
   with ``cuCtxSetCurrent``), the stack is emptied and the snapshot pushed back: every
   entry is what it was at entry. Exit never raises; a failure is written to stderr and
   never replaces the scope's result or exception.
-- ``call_pushed`` is the op guard's unusual path: when user code made another context
-  current (or none) inside a session, an op pushes ours, runs and pops, so the caller's
-  context stays current. On the usual path ours is current and nothing is called but the
-  check (``current_id``) the session entry makes anyway.
+- ``call_current`` runs a call with our context current; ``call_pushed`` is its
+  unusual path: when user code made another context current (or none) inside a session,
+  an op pushes ours, runs and pops, so the caller's context stays current. On the usual
+  path ours is current and nothing is called but the check (``current_id``).
 - ``within`` makes ours current around internal work (creating a stream, loading a
   module) and restores the caller's context afterwards; nothing when ours is current.
 - ``foreign_call`` runs another library's code inside an op (a producer's
@@ -39,8 +39,8 @@ from typing import Any, TypeVar
 from .. import _driver
 from ..errors import BackendSourceError
 
-__all__ = ["ScopeGuard", "call_pushed", "within", "foreign_call", "foreign_call_over",
-           "foreign_call_saved", "current_id", "stack"]
+__all__ = ["ScopeGuard", "call_pushed", "call_current", "within", "foreign_call",
+           "foreign_call_over", "foreign_call_saved", "current_id", "stack"]
 
 R = TypeVar("R")
 current_id = _driver.current_context_id  # the calling thread's current context (0: none)
@@ -160,6 +160,15 @@ def call_pushed(ours: Any, fn: Callable[..., R], *args: Any) -> R:
             _driver.ctx_pop()
         except BaseException as exc:  # noqa: BLE001 - never hide the op's own outcome
             _report(getattr(fn, "__name__", "op"), exc)
+
+
+def call_current(ctx: Any, fn: Callable[..., R], *args: Any) -> R:
+    """``fn(*args)`` with the context of ``ctx`` (an ExecContext) current: called directly
+    when it is current already (the usual path: one query), else with it pushed and popped
+    again (``call_pushed``), so the caller's context stays as it was."""
+    if current_id() == ctx.context_id:
+        return fn(*args)
+    return call_pushed(ctx.context, fn, *args)
 
 
 @contextmanager
