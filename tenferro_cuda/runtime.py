@@ -25,6 +25,7 @@ from .errors import ContextLostError, CudaDeviceError, RuntimeStateError
 from .exec import guard
 from .exec.context import ExecContext
 from .exec.device_errors import error_code, error_message
+from .kernels import warmup
 from .kernels.compiler import compile_cached, compile_family, shared_cache
 from .memo import BoundedCache
 from .memory import MemoryPool
@@ -64,6 +65,7 @@ class CudaRuntime(Authority):
     def __init__(self, ordinal: int, *, _token: object = None) -> None:
         if _token is not _TOKEN:
             raise TypeError("CudaRuntime is created by sessions; use CudaRuntime.get(ordinal)")
+        warmup.start()  # the first kernel's host work, while the driver starts below
         count = _driver.device_count()
         if not 0 <= ordinal < count:
             raise CudaDeviceError(f"no CUDA device {ordinal} ({count} present)", op="runtime")

@@ -67,6 +67,17 @@ def version(directory: Path) -> str:
         return _known.version
 
 
+def version_from_record(directory: Path) -> str | None:
+    """``version(directory)`` when it needs no NVRTC (memoised, or a valid record), else
+    None and nothing is remembered: NVRTC is never loaded here."""
+    if _known.version is not None:
+        return _known.version
+    with _lock:
+        if _known.version is None:
+            _known.version = _read_record(directory)
+        return _known.version
+
+
 def confirm() -> str:
     """The version NVRTC itself reports (call it after a compile, when NVRTC is loaded). A
     version that came from a wrong record is replaced for the rest of the process."""

@@ -72,7 +72,12 @@ def _ready_pair(s, dtype=np.float32):
 # --- DLPack: CuPy ---------------------------------------------------------------------------
 
 def _cupy_spin(cupy):
-    return cupy.RawKernel(SPIN_SRC, "spin")
+    """CuPy's spin kernel, compiled, and CuPy's fill kernel compiled too: a first ``fill``
+    inside the timed window would compile (cold cache) for longer than the spin lasts."""
+    spin = cupy.RawKernel(SPIN_SRC, "spin")
+    spin.compile()
+    cupy.zeros(1, dtype=cupy.float32).fill(1.0)
+    return spin
 
 
 def test_import_waits_for_busy_cupy_stream(s, cupy):

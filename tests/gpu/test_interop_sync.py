@@ -62,16 +62,26 @@ def _busy_torch_result(torch, side):
     return y
 
 
-def test_import_waits_for_busy_torch_stream(s, torch):
+@pytest.mark.parametrize("where", ["side-stream", "default-stream"])
+def test_import_waits_for_busy_torch_stream(s, torch, where, monkeypatch):
     s.from_dlpack(torch.zeros(4, device="cuda:0"))  # first-use costs out of the timed part
-    side = torch.cuda.Stream()
+    side = torch.cuda.Stream() if where == "side-stream" else torch.cuda.default_stream()
     y = _busy_torch_result(torch, side)
     assert not side.query(), "the busy work finished before the import began"
+    asked = []
+    real = torch.Tensor.__dlpack__
+
+    def spy(self, *args, **kwargs):
+        asked.append(kwargs.get("stream"))
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(torch.Tensor, "__dlpack__", spy)
     with torch.cuda.stream(side):  # the producer's current stream is the one writing y
         t = s.from_dlpack(y)
     assert not side.query(), "the producer finished too early for this test to mean much"
     got = down(s, t)  # waits on our stream only
     assert np.all(got == 7)
+    assert asked == [-1]  # PyTorch's stream was read directly: nothing asked of PyTorch
 
 
 class _CaiProducer:

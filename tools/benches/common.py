@@ -120,6 +120,30 @@ def host_us(fn, sync, calls: int = 20000, repeats: int = 5) -> float:
     return statistics.median(out)
 
 
+def host_us_group(fns: dict, calls: int = 20000, repeats: int = 7) -> dict:
+    """``host_us`` of several ``(fn, sync)`` pairs (None: skipped), interleaved: each repeat
+    times every pair once, in an order rotated by one per repeat, so that all of them see
+    the same host conditions (clock, other load) and their differences mean something.
+    The median per name, in us."""
+    live = {name: pair for name, pair in fns.items() if pair is not None}
+    for fn, sync in live.values():
+        for _ in range(min(calls, 1000)):
+            fn()
+        sync()
+    samples: dict = {name: [] for name in live}
+    names = list(live)
+    for r in range(repeats):
+        for name in names[r % len(names):] + names[:r % len(names)]:
+            fn, sync = live[name]
+            t0 = time.perf_counter()
+            for _ in range(calls):
+                fn()
+            sync()
+            samples[name].append((time.perf_counter() - t0) / calls * 1e6)
+    return {name: statistics.median(samples[name]) if name in samples else None
+            for name in fns}
+
+
 def gbps(nbytes: int, ms: float | None) -> float | None:
     return None if ms is None or ms <= 0 else nbytes / (ms * 1e-3) / 1e9
 

@@ -12,9 +12,11 @@ the work enqueued so far (``_foreign.release_when_idle``).
 Stream order, without a host wait, one pooled event at most (``_foreign.order``):
 - ``stream=None``, DLPack: the producer is asked with ``__dlpack__(stream=1)`` -- the
   cheapest request, free for a producer whose work is on the legacy default stream --
-  and the session stream then waits for stream 1. Our own tensors are asked with the
-  session stream, so a tensor of this stream costs no event at all. A bare capsule
-  carries no stream: its producer must have finished writing it.
+  and the session stream then waits for stream 1. A PyTorch tensor is asked with
+  ``stream=-1`` instead, and the session stream waits for PyTorch's current stream, read
+  directly (``producers.py``: the same order, without PyTorch's own event work). Our own
+  tensors are asked with the session stream, so a tensor of this stream costs no event
+  at all. A bare capsule carries no stream: its producer must have finished writing it.
 - ``stream=None``, CAI: a ``stream`` entry (v3) is waited for; none means no ordering.
 - ``stream=S`` (a handle or a ``__cuda_stream__`` object: the stream the producer's data
   was written on) replaces both: the producer is asked with ``stream=-1`` and the session
@@ -42,6 +44,7 @@ from ...errors import BackendSourceError, RuntimeStateError, ValidationError
 from ...exec import guard
 from ...exec.context import ExecContext
 from ...tensor import Tensor, TensorView, _Strided, is_row_major
+from .producers import current_stream
 
 __all__ = ["METHODS", "validate_producer", "request_capsule"]
 
@@ -162,7 +165,8 @@ def from_dlpack(ctx: ExecContext, obj: object, stream: object = None) -> Tensor 
         elif isinstance(obj, _Strided):  # ours: ordered by our export, free on one stream
             ask, wait = int(ctx.stream), None
         else:
-            ask, wait = _LEGACY, _LEGACY
+            current = current_stream(obj, ctx.ordinal)  # PyTorch's, read directly
+            ask, wait = (_LEGACY, _LEGACY) if current is None else (_NO_SYNC, current)
         capsule = _foreign_call(ctx, obj, request_capsule, obj, ask, op)
     data, shape, strides, dtype, device, versioned, readonly, managed, _, deleter = \
         read_capsule(capsule, op)

@@ -1,0 +1,80 @@
+"""The first-kernel warm-up (``kernels/warmup.py``): one daemon thread per process, file
+and import work only (NVRTC is never loaded from it), failures swallowed, and off with
+``TENFERRO_CUDA_WARMUP=0``."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from tenferro_cuda.kernels import compiler, registry, toolchain, warmup
+
+DIGEST = compiler.headers_digest
+
+
+@pytest.fixture
+def fresh(monkeypatch, tmp_path):
+    """A process state with no warm-up yet, no known NVRTC version and a private cache
+    directory; the digest memo cleared."""
+    monkeypatch.setattr(warmup, "_thread", [])
+    monkeypatch.setattr(toolchain, "_known", toolchain._Known())
+    monkeypatch.setenv("TENFERRO_CUDA_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("TENFERRO_CUDA_WARMUP", raising=False)
+    compiler.headers_digest.cache_clear()
+    asked = []
+    monkeypatch.setattr(toolchain, "_ask", lambda: asked.append(1) or "99.9")
+    yield asked
+    DIGEST.cache_clear()
+
+
+def _run_once():
+    warmup.start()
+    thread = warmup.started()
+    assert thread is not None and thread.daemon
+    thread.join(30)
+    assert not thread.is_alive()
+    return thread
+
+
+def test_it_does_the_first_kernels_host_work_once(fresh, monkeypatch):
+    imported = []
+    real = registry.families
+    monkeypatch.setattr(registry, "families", lambda: imported.append(1) or real())
+    thread = _run_once()
+    assert compiler.headers_digest.cache_info().currsize == 1
+    assert imported == [1]
+    warmup.start()  # once per process: no second thread
+    assert warmup.started() is thread
+    assert fresh == []  # no record in the new directory: NVRTC was not asked
+
+
+def test_a_valid_record_gives_the_version_without_nvrtc(fresh, monkeypatch):
+    monkeypatch.setattr(toolchain, "_read_record", lambda directory: "12.8")
+    _run_once()
+    assert toolchain.version(compiler.shared_cache().directory) == "12.8"
+    assert fresh == []
+
+
+def test_no_record_leaves_the_version_to_the_first_compile(fresh, monkeypatch):
+    monkeypatch.setattr(toolchain, "_read_record", lambda directory: None)
+    _run_once()
+    assert toolchain._known.version is None and fresh == []
+    assert toolchain.version(compiler.shared_cache().directory) == "99.9"  # asked now
+    assert fresh == [1]
+
+
+def test_a_failure_is_swallowed_and_logged(fresh, monkeypatch, caplog):
+    def broken():
+        raise OSError("unreadable ptx/include")
+
+    monkeypatch.setattr(compiler, "headers_digest", broken)
+    with caplog.at_level(logging.DEBUG, logger="tenferro_cuda"):
+        _run_once()
+    assert any("warm-up failed" in r.getMessage() for r in caplog.records)
+
+
+def test_it_can_be_turned_off(fresh, monkeypatch):
+    monkeypatch.setenv("TENFERRO_CUDA_WARMUP", "0")
+    warmup.start()
+    assert warmup.started() is None
