@@ -56,9 +56,14 @@ def _bare_launch(s):
     with s.kernels("bench.bare") as ks:
         out = ks.alloc_output(tc.float32, (1,))
     fn = s._rt.function("copy", "tf::fill<tf::u32>")
-    params = ArgPack("PS4q").pack(out.data_ptr(), b"\0\0\0\0", 1)
+    pack = ArgPack("PS4q")  # owns the argument block that ``params`` points into
+    params = pack.pack(out.data_ptr(), b"\0\0\0\0", 1)
     stream, launch = s._ctx.stream, d.cuLaunchKernel
-    return lambda: launch(fn, 1, 1, 1, 32, 1, 1, 0, stream, params, 0)
+
+    def bare(keep=(pack, out)):  # the block and the output live as long as the closure
+        launch(fn, 1, 1, 1, 32, 1, 1, 0, stream, params, 0)
+
+    return bare
 
 
 def host_costs(s, torch, cupy) -> list[Row]:
