@@ -39,6 +39,7 @@ from __future__ import annotations
 import atexit
 import sys
 import threading
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -55,8 +56,11 @@ LEGACY_STREAM = _driver.stream_handle(1)
 PER_THREAD_STREAM = _driver.stream_handle(2)
 _DEFAULT_STREAMS = (None, LEGACY_STREAM, PER_THREAD_STREAM)
 
-_parked: list[tuple[Any, Callable[[Any], object], Any, Any]] = []  # (stream, fn, arg, home)
-_parked_lock = threading.Lock()
+# (stream, fn, arg, home) of the releases that wait for their stream. No lock: these run
+# from finalizers, which the garbage collector may start inside any allocation -- also
+# inside a drain on the same thread -- so a lock here could deadlock its own thread. Each
+# entry is taken with one atomic popleft, by exactly one drain, and run at most once.
+_parked: deque[tuple[Any, Callable[[Any], object], Any, Any]] = deque()
 _atexit_registered = False
 _created = [0]  # events made by the pools (tests: steady state makes none)
 _finalizing = sys.is_finalizing
@@ -187,11 +191,10 @@ def release_when_idle(stream, fn: Callable[[Any], object], arg: Any = None, home
         if _parked:
             drain()
         if stream is not None and not _idle(stream, home):
-            with _parked_lock:
-                _parked.append((stream, fn, arg, home))
-                if not _atexit_registered:
-                    atexit.register(_release_all_at_exit)
-                    _atexit_registered = True
+            _parked.append((stream, fn, arg, home))
+            if not _atexit_registered:
+                _atexit_registered = True
+                atexit.register(_release_all_at_exit)
             return
     except Exception as exc:  # noqa: BLE001 - called from finalizers
         print(f"tenferro_cuda: deferring a foreign release failed: {exc!r}", file=sys.stderr)
@@ -200,25 +203,23 @@ def release_when_idle(stream, fn: Callable[[Any], object], arg: Any = None, home
 
 
 def drain() -> None:
-    """Run the parked releases whose stream has become idle (one query per stream)."""
-    if not _parked:
-        return
-    with _parked_lock:
-        entries = list(_parked)
+    """Run the parked releases whose stream has become idle (one query per stream). Safe
+    to re-enter (a release it runs may drop the last reference to another foreign array)
+    and to run on several threads: every entry is taken by one drain only."""
     idle: dict[int, bool] = {}
-    ready = []
-    for entry in entries:
+    waiting: list[tuple[Any, Callable[[Any], object], Any, Any]] = []
+    ready: list[tuple[Any, Callable[[Any], object], Any, Any]] = []
+    for _ in range(len(_parked)):
+        try:
+            entry = _parked.popleft()
+        except IndexError:  # another drain took the rest
+            break
         key = int(entry[0])
         state = idle.get(key)
         if state is None:
             state = idle[key] = _idle(entry[0], entry[3])
-        if state:
-            ready.append(entry)
-    if not ready:
-        return
-    taken = {id(e) for e in ready}
-    with _parked_lock:
-        _parked[:] = [e for e in _parked if id(e) not in taken]
+        (ready if state else waiting).append(entry)
+    _parked.extend(waiting)
     for entry in ready:
         _run(entry[1], entry[2])
 
@@ -229,9 +230,12 @@ def parked_count() -> int:
 
 
 def _release_all_at_exit() -> None:
-    with _parked_lock:
-        entries = list(_parked)
-        _parked.clear()
+    entries = []
+    while _parked:
+        try:
+            entries.append(_parked.popleft())
+        except IndexError:
+            break
     for stream, fn, arg, home in entries:
         try:
             if home is not None and not home.closed:

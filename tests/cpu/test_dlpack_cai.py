@@ -8,6 +8,7 @@ which follows the same fields (data, shape, strides in bytes, typestr).
 from __future__ import annotations
 
 import gc
+import threading
 import weakref
 from types import SimpleNamespace
 
@@ -300,3 +301,77 @@ def test_export_from_closed_runtime_refused():
         t.__dlpack__(stream=-1)
     with pytest.raises(RuntimeStateError, match="closed"):
         t.__cuda_array_interface__  # noqa: B018
+
+
+def _within(seconds, fn):
+    """Run ``fn`` on a daemon thread; fail (instead of hanging the run) when it does not
+    finish in time -- a release path that deadlocks its own thread."""
+    done = threading.Event()
+    box = {}
+
+    def body():
+        try:
+            fn()
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            box["error"] = exc
+        done.set()
+
+    threading.Thread(target=body, daemon=True).start()
+    assert done.wait(seconds), "a foreign release deadlocked its own thread"
+    if "error" in box:
+        raise box["error"]
+
+
+def test_a_release_that_releases_again_does_not_deadlock(monkeypatch):
+    """A parked release whose code drops the last reference to another foreign array (a
+    deleter, or a finalizer the garbage collector runs inside the drain) re-enters
+    release_when_idle and drain on the same thread: each entry still runs exactly once."""
+    monkeypatch.setattr(_foreign, "_parked", type(_foreign._parked)())
+    busy = {"value": True}
+    monkeypatch.setattr(_driver, "stream_query", lambda stream: not busy["value"])
+    stream = _driver.stream_handle(FAKE_STREAM)
+    ran = []
+
+    def nested(tag):
+        ran.append(tag)
+        _foreign.release_when_idle(stream, ran.append, f"{tag}-inner")  # idle now: at once
+        _foreign.drain()
+
+    def body():
+        for k in range(3):
+            _foreign.release_when_idle(stream, nested, k)
+        assert ran == [] and _foreign.parked_count() == 3
+        busy["value"] = False
+        _foreign.drain()
+
+    _within(10, body)
+    assert sorted(map(str, ran)) == ["0", "0-inner", "1", "1-inner", "2", "2-inner"]
+    assert _foreign.parked_count() == 0
+
+
+def test_a_finalizer_during_a_drain_does_not_deadlock(monkeypatch):
+    """The stream query of a drain runs a finalizer (as the collector may, at any
+    allocation) that parks a release and drains: nothing hangs, nothing runs twice."""
+    monkeypatch.setattr(_foreign, "_parked", type(_foreign._parked)())
+    busy = {"value": True, "nested": False}
+    stream = _driver.stream_handle(FAKE_STREAM)
+    ran = []
+
+    def query(s):
+        if not busy["value"] and not busy["nested"]:
+            busy["nested"] = True  # the "finalizer": park one more release, then drain
+            _foreign._parked.append((stream, ran.append, "late", None))  # as parking does
+            _foreign.drain()
+        return not busy["value"]
+
+    monkeypatch.setattr(_driver, "stream_query", query)
+
+    def body():
+        _foreign.release_when_idle(stream, ran.append, "first")
+        _foreign.release_when_idle(stream, ran.append, "second")
+        busy["value"] = False
+        _foreign.drain()
+        _foreign.drain()
+
+    _within(10, body)
+    assert sorted(ran) == ["first", "late", "second"] and _foreign.parked_count() == 0
