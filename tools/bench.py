@@ -40,15 +40,24 @@ def _ratio(row) -> str:
 
 
 def _tree() -> str | None:
-    """The short commit of the measured tree (None outside a git checkout)."""
+    """The short commit of the measured tree, with ``+changes`` when tracked files differ
+    from it (a copied working tree whose git metadata is older than its files); None
+    outside a git checkout."""
     import subprocess
 
-    try:
-        res = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
-                             capture_output=True, text=True, timeout=10)
-    except (OSError, subprocess.SubprocessError):
+    def git(*args: str) -> str | None:
+        try:
+            res = subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True,
+                                 text=True, timeout=10)
+        except (OSError, subprocess.SubprocessError):
+            return None
+        return res.stdout.strip() if res.returncode == 0 else None
+
+    head = git("rev-parse", "--short", "HEAD")
+    if not head:
         return None
-    return res.stdout.strip() or None if res.returncode == 0 else None
+    changed = git("status", "--porcelain", "--untracked-files=no")
+    return head + ("+changes" if changed else "")
 
 
 def main() -> int:
