@@ -20,7 +20,9 @@ SIDE = 0xD00D
 
 
 class _TensorBase:
-    """The stand-in ``torch.Tensor``."""
+    """The stand-in ``torch.Tensor`` (its export is the hand-made producer's)."""
+
+    __dlpack__ = Producer.__dlpack__
 
 
 def _torch(stream=0, version="2.11.0", probe=True, hip=None):
@@ -92,6 +94,20 @@ def test_a_torch_we_cannot_read_is_asked_the_protocol_way(fx, monkeypatch, torch
 def test_other_classes_of_the_torch_package_are_asked_the_protocol_way(fx, monkeypatch):
     p = _import(fx, monkeypatch, _torch(SIDE), NotATensor)
     assert p.asked == [1] and fx.orders == [(OUR_STREAM, 1)]
+
+
+class OwnExport(TorchTensor):
+    """A ``torch.Tensor`` subclass with its own ``__dlpack__`` (it may order differently)."""
+
+    def __dlpack__(self, **kwargs):
+        return super().__dlpack__(**kwargs)
+
+
+def test_a_subclass_with_its_own_export_is_asked_the_protocol_way(fx, monkeypatch):
+    plain = _import(fx, monkeypatch, _torch(SIDE))
+    assert plain.asked == [-1]  # the inherited export: PyTorch's stream read directly
+    own = _import(fx, monkeypatch, _torch(SIDE), OwnExport)
+    assert own.asked == [1] and fx.orders[-1] == (OUR_STREAM, 1)
 
 
 def test_a_named_stream_still_wins(fx, monkeypatch):

@@ -11,8 +11,9 @@ For a PyTorch tensor we therefore read PyTorch's current stream of the device ou
 (``torch._C._cuda_getCurrentRawStream``, 0.1 us), ask with ``stream=-1`` and make the
 session stream wait for that stream (one pooled event, nothing when it is the session
 stream). That is exactly the order the protocol gives -- PyTorch orders the same stream,
-its current one -- with the producer's event work left out. Every other producer, and a
-PyTorch without that function or older than 2.4, is asked with ``stream=1`` as before.
+its current one -- with the producer's event work left out. Every other producer, a
+subclass of ``torch.Tensor`` with its own ``__dlpack__``, and a PyTorch without that
+function or older than 2.4, is asked with ``stream=1`` as before.
 """
 
 from __future__ import annotations
@@ -54,6 +55,8 @@ def _probe_for(kind: type) -> Callable[[int], int] | None:
         return None
     if getattr(getattr(torch, "version", None), "hip", None) or _version(torch) < (2, 4):
         return None  # ROCm streams, or a __dlpack__ that may not take stream=-1
+    if getattr(kind, "__dlpack__", None) is not getattr(torch.Tensor, "__dlpack__", None):
+        return None  # a subclass with its own export: it orders as it says, when asked
     probe = getattr(getattr(torch, "_C", None), "_cuda_getCurrentRawStream", None)
     return probe if callable(probe) else None
 
