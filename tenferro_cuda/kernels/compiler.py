@@ -65,9 +65,10 @@ def shared_cache() -> KernelCache:
 
     directory = default_cache_dir()
     key = str(directory)
-    if key not in _caches:
-        _caches[key] = KernelCache(directory)
-    return _caches[key]
+    cache = _caches.get(key)
+    if cache is None:  # setdefault: two threads asking at once get one cache
+        cache = _caches.setdefault(key, KernelCache(directory))
+    return cache
 
 
 def options_for(arch: int, extra: tuple[str, ...] = ()) -> tuple[str, ...]:

@@ -19,6 +19,7 @@ def fresh(monkeypatch, tmp_path):
     directory; the digest memo cleared."""
     monkeypatch.setattr(warmup, "_thread", [])
     monkeypatch.setattr(toolchain, "_known", toolchain._Known())
+    monkeypatch.setattr(compiler, "_caches", {})
     monkeypatch.setenv("TENFERRO_CUDA_CACHE_DIR", str(tmp_path))
     monkeypatch.delenv("TENFERRO_CUDA_WARMUP", raising=False)
     compiler.headers_digest.cache_clear()
@@ -78,3 +79,12 @@ def test_it_can_be_turned_off(fresh, monkeypatch):
     monkeypatch.setenv("TENFERRO_CUDA_WARMUP", "0")
     warmup.start()
     assert warmup.started() is None
+
+
+def test_the_warm_up_and_the_caller_share_one_cache(fresh, monkeypatch):
+    made = []
+    real = compiler.KernelCache
+    monkeypatch.setattr(compiler, "KernelCache", lambda d: made.append(d) or real(d))
+    _run_once()
+    first = compiler.shared_cache()
+    assert compiler.shared_cache() is first and len(made) == 1
