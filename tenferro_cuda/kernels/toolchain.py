@@ -58,12 +58,12 @@ _recorded: set[str] = set()  # directories this process has recorded into
 def version(directory: Path) -> str:
     """``major.minor`` of the NVRTC this process compiles with (memoised): from the record
     in ``directory`` when it is valid, else from NVRTC."""
-    known = _known.version
+    known = version_from_record(directory)
     if known is not None:
         return known
     with _lock:
         if _known.version is None:
-            _known.version = _read_record(directory) or _ask()
+            _known.version = _ask()
         return _known.version
 
 

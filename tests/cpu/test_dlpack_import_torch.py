@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from reference.dlpack_fakes import OUR_STREAM, Interop, Producer
 
+from tenferro_cuda.memo import BoundedCache
 from tenferro_cuda.ops import interop
 from tenferro_cuda.ops.interop import producers
 
@@ -56,7 +57,7 @@ NotATensor.__module__ = "torch.nn"
 
 @pytest.fixture
 def fx(monkeypatch):
-    monkeypatch.setattr(producers, "_probes", {})
+    monkeypatch.setattr(producers, "_probes", BoundedCache(512))
     return Interop(monkeypatch)
 
 

@@ -15,6 +15,8 @@ import time
 from dataclasses import asdict, dataclass, field
 
 from tenferro_cuda import _driver
+from tenferro_cuda.dtypes import DType
+from tenferro_cuda.kernels.args import ArgPack
 
 
 @dataclass
@@ -169,3 +171,21 @@ def release_peer_memory(torch, cupy) -> None:
         torch.cuda.empty_cache()
     if cupy is not None:
         cupy.get_default_memory_pool().free_all_blocks()
+
+
+def bare_launch(s):
+    """A bare ``cuLaunchKernel`` of a 1-block fill with pre-packed arguments on the session
+    stream (the floor of any launch from Python)."""
+    from cuda.bindings import driver as d
+
+    with s.kernels("bench.bare") as ks:
+        out = ks.alloc_output(DType.FLOAT32, (1,))
+    fn = s._rt.function("copy", "tf::fill<tf::u32>")
+    pack = ArgPack("PS4q")  # owns the argument block that ``params`` points into
+    params = pack.pack(out.data_ptr(), b"\0\0\0\0", 1)
+    stream, launch = s._ctx.stream, d.cuLaunchKernel
+
+    def bare(keep=(pack, out)):  # the block and the output live as long as the closure
+        launch(fn, 1, 1, 1, 32, 1, 1, 0, stream, params, 0)
+
+    return bare

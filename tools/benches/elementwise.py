@@ -31,6 +31,7 @@ from tenferro_cuda.tensor import TensorView, compact_strides
 
 from .common import (
     Row,
+    bare_launch,
     cupy_ms,
     gbps,
     host_us_group,
@@ -46,26 +47,6 @@ BIG = 1 << 28
 N2 = 16384
 
 
-def _bare_launch(s):
-    """A bare ``cuLaunchKernel`` of a 1-block fill with pre-packed arguments on the session
-    stream (the floor of any launch from Python)."""
-    from cuda.bindings import driver as d
-
-    from tenferro_cuda.kernels.args import ArgPack
-
-    with s.kernels("bench.bare") as ks:
-        out = ks.alloc_output(tc.float32, (1,))
-    fn = s._rt.function("copy", "tf::fill<tf::u32>")
-    pack = ArgPack("PS4q")  # owns the argument block that ``params`` points into
-    params = pack.pack(out.data_ptr(), b"\0\0\0\0", 1)
-    stream, launch = s._ctx.stream, d.cuLaunchKernel
-
-    def bare(keep=(pack, out)):  # the block and the output live as long as the closure
-        launch(fn, 1, 1, 1, 32, 1, 1, 0, stream, params, 0)
-
-    return bare
-
-
 def host_costs(s, torch, cupy) -> list[Row]:
     """The small-op host costs, every one of ours and the peers' in one interleaved group
     (``host_us_group``), beside a bare launch measured in the same rounds."""
@@ -76,7 +57,7 @@ def host_costs(s, torch, cupy) -> list[Row]:
     group = {
         "add": (lambda: s.add(a, b), sync), "into": (lambda: s.add_into(a, b, o), sync),
         "sadd": (lambda: s.add(a, 1.0), sync), "sinto": (lambda: s.add_into(a, 1.0, o), sync),
-        "bare": (_bare_launch(s), sync),
+        "bare": (bare_launch(s), sync),
     }
     if torch is not None:
         x = torch.arange(SMALL, device="cuda", dtype=torch.float32)

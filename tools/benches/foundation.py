@@ -15,10 +15,9 @@ import numpy as np
 
 import tenferro_cuda as tc
 from tenferro_cuda import _driver, _driver_memory
-from tenferro_cuda.kernels.args import ArgPack
 from tenferro_cuda.raw import KernelArg, LaunchConfig
 
-from .common import Row, gbps, host_us, peers, session_ms
+from .common import Row, bare_launch, gbps, host_us, peers, session_ms
 
 FAMILY = "foundation"
 
@@ -36,8 +35,6 @@ def copy_bandwidth(s) -> float:
 
 
 def launch_costs(s) -> list[Row]:
-    from cuda.bindings import driver as d
-
     rows = []
     with s.kernels("bench.launch") as ks:
         out = ks.alloc_output(tc.float32, (1,))
@@ -48,13 +45,9 @@ def launch_costs(s) -> list[Row]:
         rows.append(Row(FAMILY, "kernel session launch (pre-built args)", "us",
                         host_us(lambda: ks.launch(fill, cfg, args), sync),
                         target="report; bare cuLaunchKernel 5.2 us"))
-    fn = s._rt.function("copy", "tf::fill<tf::u32>")
-    pack = ArgPack("PS4q")
-    params = pack.pack(out.data_ptr(), b"\0\0\0\0", 1)
-    stream = s._ctx.stream
-    launch = d.cuLaunchKernel
     rows.append(Row(FAMILY, "bare cuLaunchKernel, pre-packed", "us",
-                    host_us(lambda: launch(fn, 1, 1, 1, 32, 1, 1, 0, stream, params, 0), sync)))
+                    host_us(bare_launch(s), sync)))
+    stream = s._ctx.stream
     pool = s._rt.pool
     rows.append(Row(FAMILY, "pool alloc+free pair (4 KiB)", "us",
                     host_us(lambda: pool.alloc(4096, stream).release(), sync)))

@@ -43,6 +43,7 @@ from ...dtypes import DType
 from ...errors import BackendSourceError, RuntimeStateError, ValidationError
 from ...exec import guard
 from ...exec.context import ExecContext
+from ...memo import BoundedCache
 from ...tensor import Tensor, TensorView, _Strided, is_row_major
 from .producers import current_stream
 
@@ -221,7 +222,7 @@ def from_cuda_array_interface(ctx: ExecContext, obj: object,
 
 KNOWN_PRODUCERS = frozenset({"torch", "cupy", "jax", "jaxlib", "numba", "numpy", "cuda",
                              "tenferro_cuda"})
-_known_types: dict[type, bool] = {}
+_known_types: BoundedCache = BoundedCache(512)  # classes made on the fly: bounded
 
 
 def _foreign_call(ctx: ExecContext, obj: object, fn: Callable, *args: object):
@@ -230,10 +231,8 @@ def _foreign_call(ctx: ExecContext, obj: object, fn: Callable, *args: object):
     kind = type(obj)
     known = _known_types.get(kind)
     if known is None:
-        if len(_known_types) > 512:  # classes made on the fly: keep the memo bounded
-            _known_types.clear()
         module = getattr(kind, "__module__", None) or ""
-        known = _known_types[kind] = module.partition(".")[0] in KNOWN_PRODUCERS
+        known = _known_types.put(kind, module.partition(".")[0] in KNOWN_PRODUCERS)
     if known:
         return guard.foreign_call_over(ctx.context, ctx.context_id, fn, *args)
     return guard.foreign_call_saved(fn, *args)

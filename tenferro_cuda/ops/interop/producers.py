@@ -21,9 +21,13 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 
+from ...memo import BoundedCache
+
 __all__ = ["current_stream"]
 
-_probes: dict[type, Callable[[int], int] | None] = {}
+_UNKNOWN = object()
+# per producer class: its stream probe, or None (classes made on the fly: bounded)
+_probes: BoundedCache = BoundedCache(512)
 
 
 def current_stream(obj: object, ordinal: int) -> int | None:
@@ -31,12 +35,9 @@ def current_stream(obj: object, ordinal: int) -> int | None:
     producer of ``obj`` works on now on device ``ordinal``, or None when we cannot read
     it without the producer's help."""
     kind = type(obj)
-    if kind in _probes:
-        probe = _probes[kind]
-    else:
-        if len(_probes) > 512:  # classes made on the fly: keep the memo bounded
-            _probes.clear()
-        probe = _probes[kind] = _probe_for(kind)
+    probe = _probes.get(kind, _UNKNOWN)
+    if probe is _UNKNOWN:
+        probe = _probes.put(kind, _probe_for(kind))
     if probe is None:
         return None
     try:
