@@ -88,8 +88,10 @@ def read_regular(path: Path, limit: int) -> bytes | None:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode) or info.st_size > limit:
             return None
-        chunks, left = [], limit + 1
-        while left > 0 and (chunk := os.read(fd, min(left, 1 << 24))):
+        # Ask for the size fstat gave (+1 to see a file that grew): a read of the limit
+        # would allocate that much first and cost more than the file.
+        chunks, left, ask = [], limit + 1, info.st_size + 1
+        while left > 0 and (chunk := os.read(fd, min(left, ask, 1 << 24))):
             chunks.append(chunk)
             left -= len(chunk)
         return b"".join(chunks)

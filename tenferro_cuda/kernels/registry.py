@@ -12,6 +12,7 @@ step; the compile tests compile every instantiation for sm_80 and sm_90.
 
 from __future__ import annotations
 
+import os
 import pkgutil
 import re
 from collections.abc import Callable, Iterable
@@ -25,6 +26,7 @@ PTX_DIR = Path(__file__).resolve().parent.parent.parent / "ptx"
 if not (PTX_DIR / "include" / "tenferro" / "types.cuh").is_file():  # installed wheel
     PTX_DIR = Path(__file__).resolve().parent.parent / "ptx"
 INCLUDE_DIR = PTX_DIR / "include"
+_SOURCES: dict[str, str] = {}  # path -> text (Family.read_source)
 
 
 @dataclass(frozen=True)
@@ -58,7 +60,15 @@ class Family:
         return PTX_DIR / self.source
 
     def read_source(self) -> str:
-        return self.source_path().read_text()
+        """The family's CUDA source, read once per process (as ``ptx/include`` is digested
+        once: the sources of a running installation do not change under it). Every
+        kernel's cache key includes it, so the first kernel of a family would otherwise
+        read it; the warm-up reads them all (``kernels/warmup.py``)."""
+        path = os.path.join(PTX_DIR, self.source)
+        text = _SOURCES.get(path)
+        if text is None:
+            text = _SOURCES.setdefault(path, self.source_path().read_text())
+        return text
 
     def all_expressions(self) -> list[str]:
         return [e.expression(*t) for e in self.entries for t in e.instances()]

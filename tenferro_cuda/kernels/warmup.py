@@ -3,8 +3,9 @@
 The first library kernel of a process pays, besides loading its own cache entry, for
 things that are the same for every kernel: the NVRTC version from the cache directory's
 record (``toolchain.version``: a digest of what steers the library search, a few ``stat``
-calls and ``dlopen`` probes), the digest of ``ptx/include`` (``compiler.headers_digest``)
-and the import of the kernel-family modules (``registry.family``). Together about 2 ms,
+calls and ``dlopen`` probes), the digest of ``ptx/include`` (``compiler.headers_digest``),
+the import of the kernel-family modules (``registry.family``) and the read of their
+sources (``Family.read_source``, part of every cache key). Together about 2 ms,
 which made the first kernel from the disk cache cost 3 ms, against under 1 ms for each
 later one.
 
@@ -39,7 +40,8 @@ def _work() -> None:
         directory = compiler.shared_cache().directory
         toolchain.version_from_record(directory)  # never loads NVRTC
         compiler.headers_digest()
-        registry.families()
+        for fam in registry.families().values():
+            fam.read_source()
     except Exception as exc:  # noqa: BLE001 - the caller does the work on first use
         log.debug("kernel warm-up failed: %r", exc)
 

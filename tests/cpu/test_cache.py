@@ -338,3 +338,33 @@ def test_an_entry_rewritten_under_another_key_is_a_miss_not_a_key_error(tmp_path
     assert cache.get(key, ("tf::b<float>",)) is None
     assert cache.stats["corrupt"] == 1
     assert C.KernelCache(tmp_path).get(key, ("tf::a<float>",)) is not None
+
+
+@pytest.mark.parametrize("size", [0, 1, 4095, 4096, 70_000])
+def test_read_regular_asks_for_the_file_size_not_the_limit(tmp_path, monkeypatch, size):
+    """An entry is read with requests of its own size (+1 to see growth): a request of
+    the limit would allocate the limit first, which cost more than the first kernel's
+    whole cache read."""
+    path = tmp_path / "entry.tfk"
+    data = os.urandom(size)
+    path.write_bytes(data)
+    asked = []
+    real = os.read
+    monkeypatch.setattr(C.os, "read", lambda fd, n: asked.append(n) or real(fd, n))
+    assert C.read_regular(path, 1 << 30) == data
+    assert asked and max(asked) <= size + 1
+
+
+def test_read_regular_still_bounds_a_file_that_grows(tmp_path, monkeypatch):
+    """A file that grows after its size was taken is read to the limit and no further."""
+    path = tmp_path / "entry.tfk"
+    path.write_bytes(b"x" * 100)
+    real_fstat = os.fstat
+
+    class Small:
+        def __init__(self, info):
+            self.st_mode, self.st_size = info.st_mode, 10
+
+    monkeypatch.setattr(C.os, "fstat", lambda fd: Small(real_fstat(fd)))
+    assert C.read_regular(path, 1000) == b"x" * 100  # all of it, in size-sized requests
+    assert C.read_regular(path, 50) == b"x" * 51  # past the limit: the caller's check fails

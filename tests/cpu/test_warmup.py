@@ -42,9 +42,15 @@ def test_it_does_the_first_kernels_host_work_once(fresh, monkeypatch):
     imported = []
     real = registry.families
     monkeypatch.setattr(registry, "families", lambda: imported.append(1) or real())
+    monkeypatch.setattr(registry, "_SOURCES", {})
     thread = _run_once()
     assert compiler.headers_digest.cache_info().currsize == 1
     assert imported == [1]
+    # every family's source (part of each cache key) is read: a first kernel reads none
+    assert len(registry._SOURCES) == len(registry.family_names())
+    monkeypatch.setattr(registry.Path, "read_text", lambda self: pytest.fail("read again"))
+    for fam in registry.families().values():
+        assert fam.read_source() is registry._SOURCES[str(fam.source_path())]
     warmup.start()  # once per process: no second thread
     assert warmup.started() is thread
     assert fresh == []  # no record in the new directory: NVRTC was not asked
