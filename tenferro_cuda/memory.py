@@ -7,7 +7,7 @@ Guarantees:
 - A ``DeviceBuffer`` records its device, allocation domain, a process-unique allocation
   id and the stream it belongs to. It is freed stream-ordered on that stream when its last
   reference goes or at once by ``release()`` (``reclaim_buffer``). The release path never
-  raises and does nothing while the interpreter is finalizing. (``__del__`` on this
+  raises and makes no driver call while the interpreter is finalizing. (``__del__`` on this
   handle-only object instead of ``weakref.finalize``: it costs 0.2 us per buffer instead
   of 1.2 us, and the per-op host cost is a project target.)
 - Each stream (one per thread) has an ``_Arena``: its counters and free lists of buffers
@@ -108,14 +108,16 @@ class DeviceBuffer(Authority):
 
     def __del__(self) -> None:
         # The hot case inline (a recycled small buffer dying on its own thread): this runs
-        # once per op output, so it avoids the calls of release/give_back/keep.
+        # once per op output, so it avoids the calls of release/give_back/keep. ``lists``
+        # holds sizes up to RECYCLE_LIMIT only and is emptied when the pool closes (and
+        # set aside during a capture), so a list found here may take the pointer; it is
+        # no driver call, so it is also safe while the interpreter finalizes.
         if self.home is None:
             return
         try:
             arena = self.origin
             nbytes = self.nbytes
-            if self.owner is None and nbytes <= RECYCLE_LIMIT and arena.thread == _get_ident() \
-                    and not arena.pool.closed and not _finalizing():
+            if self.owner is None and arena.thread == _get_ident():
                 lst = arena.lists.get(nbytes)
                 if lst is not None and arena.cached_bytes + nbytes <= RECYCLE_CACHE_BYTES \
                         and self.ptr:
@@ -252,6 +254,13 @@ class _Arena:
             self.held_bytes -= nbytes
             self.pool.driver_free(ptr, self.stream)
 
+    def forget(self) -> None:
+        """The pool closed (its memory went with it): drop the recycled pointers, so that
+        nothing hands them out or keeps new ones (``keep`` is not reached once closed)."""
+        self.lists, self.saved_lists = {}, {}
+        self.held_bytes -= self.cached_bytes
+        self.cached_bytes = 0
+
     def absorb(self) -> None:
         remote = self.remote
         while remote:
@@ -361,4 +370,6 @@ class MemoryPool:
     def close(self) -> None:
         if not self.closed:
             self.closed = True
+            for arena in list(self._arenas.values()):
+                arena.forget()
             _driver_memory.mem_pool_destroy(self.handle)
