@@ -2,14 +2,15 @@
 
 ``op_method(name, impl)`` makes the session method ``name`` for the family function
 ``impl(ctx, ...)``: a real function with ``impl``'s parameters (names, defaults,
-annotations) after ``ctx``, and its docstring, so ``help()``, IDEs and ``inspect`` see the
-real signature (the way ``dataclasses`` writes ``__init__``). The method's usual path is
-one line of checks -- the calling thread owns the session, its scope is open, the runtime
-is alive and our context is current -- then the call (the generated methods' globals are
-the one dict ``SHARED``). Anything else takes ``enter``,
-which raises the precise ``RuntimeStateError``/``ContextLostError``, or, when user code
-made another context current (or none), runs the op with ours pushed and pops it again
-(``guard.call_pushed``): an op leaves the thread's context as it found it.
+annotations) after ``ctx``, and its docstring, so ``help()``, IDEs and ``inspect`` see
+the real signature (the way ``dataclasses`` writes ``__init__``). The method's usual
+path is one line of checks -- the calling thread owns the session, its scope is open,
+the runtime is alive and our context is current (the handle ``cuCtxGetCurrent`` returns
+compared with ours as handles, 0.1 us cheaper than through ``int``) -- then the call
+(the generated methods' globals are the one dict ``SHARED``). Anything else takes
+``enter``, which raises the precise ``RuntimeStateError``/``ContextLostError``, or, when
+user code made another context current (or none), runs the op with ours pushed and pops
+it again (``guard.call_pushed``): an op leaves the thread's context as it found it.
 
 ``describe(name, impl)`` gives the text of the method for the generated stub
 (``_session_ops.pyi``).
@@ -112,7 +113,7 @@ def op_method(name: str, impl: Callable, op: str | None = None) -> Callable:
         f"    def {name}({', '.join(header)}):\n"
         f"        ctx = self._ctx\n"
         f"        if ctx.thread == _ident() and self._scope.alive and ctx.eager \\\n"
-        f"                and int(_get_current()[1]) == ctx.context_id \\\n"
+        f"                and _get_current()[1] == ctx.context \\\n"
         f"                and ctx.context_id not in _lost:\n"
         f"            return _impl(ctx, {args})\n"
         f"        return _enter(self, {op or name!r}, _impl, ({args}{',' if call else ''}))\n"

@@ -184,6 +184,36 @@ def test_usual_path_keeps_ours_current(contexts):
         assert stack() == before
 
 
+def test_usual_path_takes_no_context_guard(contexts, monkeypatch):
+    """With our context current, an op is its one-line check and the call: the guard that
+    pushes ours (``enter`` -> ``guard.call_current``) is never reached, for an allocating,
+    an ``_into`` and a scalar op and a reduction. (The check compares the handle the
+    driver returns with ours; a comparison that never matched would still be correct, but
+    every op would pay the guard.)"""
+    from tenferro_cuda.exec import entry
+
+    with tc.cuda_exec_session(0) as s:
+        x = s.upload_host_tensor(np.ones(8, np.float32))
+        out = s.upload_host_tensor(np.zeros(8, np.float32))
+        s.add(x, x)
+        guarded = []
+        real = entry.guard.call_current
+        monkeypatch.setattr(entry.guard, "call_current",
+                            lambda *a: guarded.append(a[1]) or real(*a))
+        before = stack()
+        for _ in range(3):
+            s.add(x, x)
+            s.add_into(x, x, out)
+            s.mul(x, 2.0)
+            s.reduce_sum(x, (0,))
+        assert guarded == [] and stack() == before
+        p, fa, fb = contexts
+        push(fa)  # someone else's context on top: now the guard runs, and restores it
+        s.add(x, x)
+        assert len(guarded) == 1 and stack() == [*before, int(fa)]
+        pop()
+
+
 def test_abandoned_raw_scope_is_never_restored_later(contexts):
     p, fa, fb = contexts
     with tc.cuda_exec_session(0) as s:
