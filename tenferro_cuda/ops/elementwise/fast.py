@@ -17,7 +17,8 @@ the hot call must not loop over its operands.
 other such a ``Tensor``: the general path's plan is then the same contiguous launch with
 the scalar by value (its bits in its pointer slot, its flag bit ``VALUE << k``); the
 scalar is converted by the converter the general path uses (``Prep.bits``), and one that
-does not fit returns None, so that the general path raises the error.
+does not fit returns None, so that the general path raises the error. ``binary`` takes a
+scalar second operand itself (the common ``x + 1.0``) the same way.
 """
 
 from __future__ import annotations
@@ -80,22 +81,33 @@ def unary(p: Prep, x: Tensor, out: object = None, value: int = 0, k: int = 1,
 
 
 def binary(p: Prep, x: Tensor, y: object, out: object = None) -> Tensor | None:
-    """``x (op) y`` through the kernel of ``p`` (``x.dtype`` is ``p.dtype``), or None."""
+    """``x (op) y`` through the kernel of ``p`` (``x.dtype`` is ``p.dtype``), or None.
+    ``y`` is a Tensor or the scalar operand 1 (by value, as in ``scalar``: converted here,
+    so that ``add(x, 1.0)`` costs what ``add(x, y)`` does, not two more calls)."""
     shape = x.shape
-    if type(y) is not Tensor:
-        return scalar(p, x, y, 1, out)
-    if y.dtype is not p.dtype or y.shape != shape:
-        return None
-    bx, by = x.buffer, y.buffer
+    bx = x.buffer
     home = p.home
-    if bx is None or by is None or bx.home is not home or by.home is not home:
+    if bx is None or bx.home is not home:
         return None
+    if type(y) is Tensor:
+        by = y.buffer
+        if y.dtype is not p.dtype or y.shape != shape or by is None or by.home is not home:
+            return None
+        pb, flag = by.ptr, 0
+    else:
+        pb = p.bits(y)
+        if type(pb) is not int:
+            return None  # not a scalar, or one that does not fit: the general path raises
+        if p.item == 16:  # complex128: bytes 8-15 in the tail word of slot 1
+            p.contig.put_tail(3, pb >> 64)
+            pb &= WORD
+        flag = VALUE << 1
     n = _prod(shape)
     if not 0 < n < CHUNK:
         return None
-    pa, pb = bx.ptr, by.ptr
+    pa = bx.ptr
     if out is None:
-        buf = p.home.alloc(n * p.out_item, p.name)
+        buf = home.alloc(n * p.out_item, p.name)
         res = _new(Tensor)
         res.dtype, res.shape, res.strides, res.offset, res.buffer, res.host = \
             p.out_dtype, shape, x.strides, 0, buf, None
@@ -103,14 +115,14 @@ def binary(p: Prep, x: Tensor, y: object, out: object = None) -> Tensor | None:
     else:
         po = _target(p, out, shape)
         size, nbytes = n * p.out_item, n * p.item
-        if not po or not (disjoint_or_same(po, size, pa, nbytes)
-                          and disjoint_or_same(po, size, pb, nbytes)) \
-                or ((po == pa or po == pb) and p.out_dtype is not p.dtype):
+        if not po or not disjoint_or_same(po, size, pa, nbytes) \
+                or not (flag or disjoint_or_same(po, size, pb, nbytes)) \
+                or ((po == pa or not flag and po == pb) and p.out_dtype is not p.dtype):
             return None
         res = out  # type: ignore[assignment]
     blocks = (n + p.per_block - 1) // p.per_block
     p.contig.run(blocks if blocks < p.cap else p.cap, po, pa, pb, 0, n,
-                 0 if (po | pa | pb) & 15 else 8)
+                 flag | (0 if (po | pa | (0 if flag else pb)) & 15 else 8))
     return res
 
 
