@@ -15,7 +15,13 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from tenferro_cuda import _driver, _foreign, cai, dlpack
+from tenferro_cuda import (
+    _dlpack_export,  # noqa: F401 - installs Tensor.__dlpack__
+    _driver,
+    _foreign,
+    cai,
+    dlpack,
+)
 from tenferro_cuda.dtypes import ALL_DTYPES, DType, as_dtype
 from tenferro_cuda.errors import (
     RuntimeStateError,
