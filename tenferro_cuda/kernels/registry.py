@@ -67,7 +67,7 @@ class Family:
         path = os.path.join(PTX_DIR, self.source)
         text = _SOURCES.get(path)
         if text is None:
-            text = _SOURCES.setdefault(path, self.source_path().read_text())
+            text = _SOURCES.setdefault(path, Path(path).read_text())
         return text
 
     def all_expressions(self) -> list[str]:
