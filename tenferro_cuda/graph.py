@@ -13,8 +13,9 @@ enqueues all of it again for one launch (docs/graphs.md).
 - Replay enqueues only. ``replay(inputs={t: other})`` runs the graph on ``other`` instead
   of ``t`` (a tensor or view the capture used: an input, or the output of an ``_into``
   op), with the same dtype, shape and strides: the addresses inside ``t``'s view are moved
-  in the kernel, memcpy and memset nodes (``graph_rebind.py``) -- no copy. Residency,
-  layout and overlap are checked before anything is enqueued (``ValidationError``).
+  in the kernel, memcpy and memset nodes (``graph_rebind.py``) -- no copy; a set of
+  tensors used again replays an executable graph already bound to it. Residency, layout
+  and overlap are checked before anything is enqueued (``ValidationError``).
 - Deferred device errors of replayed kernels surface at the next ``synchronize()``,
   naming the captured op. A graph belongs to its session's thread and scope.
 """
@@ -46,12 +47,12 @@ class CudaGraph(Authority):
 
     __slots__ = ("_session", "_ctx", "_state", "_graph", "_exec", "_memory", "_external",
                  "_kept", "_ops", "_fixed", "_written", "_scalars", "_spans", "_table", "_sites",
-                 "_shift", "_bound", "_raises", "_placements", "__weakref__")
+                 "_execs", "_bound", "_raises", "_placements", "__weakref__")
     _session: Any
     _ctx: Any
     _state: CaptureState | None
     _graph: int
-    _exec: int
+    _exec: int  # the executable graph instantiated at capture (0: closed)
     _memory: GraphMemory
     _external: dict[int, Any]  # id -> a tensor or view the capture was given
     _kept: tuple  # the buffers of those tensors
@@ -62,7 +63,7 @@ class CudaGraph(Authority):
     _spans: dict[int, tuple[int, int]]  # id -> the captured view's byte range
     _table: Any  # the NodeTable (read on the first rebinding)
     _sites: dict[int, list]
-    _shift: dict[int, int]  # id(tensor) -> shift now in the graph
+    _execs: Any  # graph_rebind.Executables (made on the first rebinding)
     _bound: dict[int, Any]  # id(tensor) -> the tensor it is bound to
     _raises: bool  # a captured kernel may write the error word
     _placements: BoundedCache  # the shifts that passed the overlap checks
@@ -78,7 +79,7 @@ class CudaGraph(Authority):
         self._memory = state.memory
         self._external, self._kept, self._ops, self._fixed, self._spans = {}, (), (), set(), {}
         self._written, self._scalars, self._raises = set(), frozenset(), False
-        self._table, self._sites, self._shift, self._bound = None, {}, {}, {}
+        self._table, self._sites, self._execs, self._bound = None, {}, None, {}
         self._placements = BoundedCache(256)
         return self
 
@@ -150,14 +151,19 @@ class CudaGraph(Authority):
             raise error_for("cuGraphLaunch", status, "replay")
 
     def _launch(self, ctx: Any, inputs: Mapping | None) -> int:
-        """Rebind (when asked, or to undo the last rebinding) and launch; the status."""
-        if inputs or self._shift:
-            self._rebind(ctx, inputs or {})
+        """Launch the executable graph bound to ``inputs`` (binding one when needed); the
+        status."""
+        if inputs is not None:
+            exe = self._rebind(ctx, inputs)
+        elif self._execs is not None:  # rebound before: the one holding the captured tensors
+            exe = self._execs.select({}, ctx.context_id)
+        else:
+            exe = self._exec
         if self._raises:
             ctx.errors.count += 1
-        return dg.lib().cuGraphLaunch(self._exec, int(ctx.stream))
+        return dg.lib().cuGraphLaunch(exe, int(ctx.stream))
 
-    def _rebind(self, ctx: Any, inputs: Mapping) -> None:
+    def _rebind(self, ctx: Any, inputs: Mapping) -> int:
         op = "replay"
         if not isinstance(inputs, Mapping):
             raise ValidationError(f"inputs must be a mapping of tensors (got "
@@ -192,14 +198,14 @@ class CudaGraph(Authority):
             if self._scalars:
                 self._check_scalars(shifts, op)
             self._placements.put(placement, True)
-        table = self._nodes()
-        for key_id in set(self._shift) | set(shifts):
-            shift = shifts.get(key_id, 0)
-            if self._shift.get(key_id, 0) != shift:
-                table.move(self._sites_of(key_id), shift)
-        table.push(self._exec, ctx.context_id)
-        self._shift = {k: s for k, s in shifts.items() if s}
+        if self._execs is None:
+            from .graph_rebind import Executables
+
+            self._execs = Executables(self._graph, self._exec, self._nodes(), self._spans,
+                                      self._sites_of)
+        exe = self._execs.select({k: s for k, s in shifts.items() if s}, ctx.context_id)
         self._bound = bound
+        return exe
 
     def _check_overlap(self, shifts: dict[int, int], op: str) -> None:
         """A rebound view must not meet graph memory, nor another tensor of the graph it
@@ -258,10 +264,11 @@ class CudaGraph(Authority):
         self._release()
 
     def _release(self) -> None:
-        exe, graph = self._exec, self._graph
+        exe, graph, execs = self._exec, self._graph, self._execs
         self._exec = self._graph = 0
-        if exe:
-            dg.lib().cuGraphExecDestroy(exe)
+        self._execs = None
+        for handle in execs.handles() if execs is not None else (exe,) if exe else ():
+            dg.lib().cuGraphExecDestroy(handle)
         if graph:
             dg.lib().cuGraphDestroy(graph)
         self._memory.close()

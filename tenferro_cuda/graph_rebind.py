@@ -7,8 +7,17 @@ memcpy or memset node, its parameter struct. Every 8-byte-aligned, 8-byte word o
 parameter, and every device address of a memcpy or memset node, is a *site* that may hold
 a device address. ``sites(lo, hi)`` lists the sites whose value lies in ``[lo, hi)``: the
 view of a tensor the capture used. ``move(sites, shift)`` writes each site's original
-value plus ``shift`` and pushes the changed nodes into the executable graph
-(``cuGraphExec*NodeSetParams``), which only the next launch sees.
+value plus ``shift`` into the table's copies, and ``push(exe, entries, context)`` sends
+those nodes into an executable graph (``cuGraphExec*NodeSetParams``), which only its next
+launch sees.
+
+``Executables`` keeps up to ``MAX_EXECS`` executable graphs of one captured graph, each
+bound to one *placement* (the shift of every rebound tensor). A replay whose placement
+one of them holds launches it as it is: no node is pushed. A placement seen for the
+first time is pushed into the least recently used one (the only push a replay pays); one
+seen again gets its own executable graph (instantiated once, while fewer than
+``MAX_EXECS`` exist), so that a program cycling through a few sets of tensors replays
+each with no update at all.
 
 Every kernel launched in the capture is covered the same way -- the library's, cuBLAS's,
 and a raw or kernel-session body's -- as long as it takes the address as a parameter; an
@@ -23,16 +32,19 @@ import struct
 from typing import Any
 
 from . import _driver_graph as dg
+from .errors import TenferroError
+from .memo import BoundedCache
 
-__all__ = ["NodeTable"]
+__all__ = ["NodeTable", "Executables", "MAX_EXECS"]
 
 _WORD = struct.Struct("<Q")
 _DEVICE_MEMORY = 2  # CU_MEMORYTYPE_DEVICE
 _MIN_ADDRESS = 1 << 16  # values below cannot be device addresses (sizes, flags)
+MAX_EXECS = 8  # executable graphs per captured graph (the first one included)
 
 
 class _Kernel:
-    __slots__ = ("node", "params", "sizes", "buffers", "array", "dirty", "_set", "_ref")
+    __slots__ = ("node", "params", "sizes", "buffers", "array", "_set", "_ref")
 
     def __init__(self, node: int) -> None:
         self.node = node
@@ -45,7 +57,6 @@ class _Kernel:
         self.array = (ctypes.c_void_p * max(len(sizes), 1))(
             *[ctypes.addressof(b) for b in self.buffers])
         self.params.params = ctypes.cast(self.array, ctypes.POINTER(ctypes.c_void_p))
-        self.dirty = False
         # bound once: a rebinding replay pushes each moved node with one foreign call
         self._set, self._ref = dg.lib().cuGraphExecKernelNodeSetParams_v2, ctypes.byref(
             self.params)
@@ -59,7 +70,6 @@ class _Kernel:
     def write(self, where: tuple[int, int], value: int) -> None:
         i, off = where
         _WORD.pack_into(self.buffers[i], off, value)
-        self.dirty = True
 
     def push(self, exe: int, context: int) -> None:
         status = self._set(exe, self.node, self._ref)
@@ -67,17 +77,15 @@ class _Kernel:
             from ._driver import error_for
 
             raise error_for("cuGraphExecKernelNodeSetParams_v2", status, "replay")
-        self.dirty = False
 
 
 class _Memcpy:
-    __slots__ = ("node", "params", "dirty")
+    __slots__ = ("node", "params")
 
     def __init__(self, node: int) -> None:
         self.node = node
         self.params = dg.Memcpy3D()
         dg.call("cuGraphMemcpyNodeGetParams", node, ctypes.byref(self.params))
-        self.dirty = False
 
     def words(self):
         for side in ("src", "dst"):
@@ -87,34 +95,29 @@ class _Memcpy:
 
     def write(self, where: str, value: int) -> None:
         getattr(self.params, where).device = value
-        self.dirty = True
 
     def push(self, exe: int, context: int) -> None:
         dg.call("cuGraphExecMemcpyNodeSetParams", exe, self.node, ctypes.byref(self.params),
                 context, op="replay")
-        self.dirty = False
 
 
 class _Memset:
-    __slots__ = ("node", "params", "dirty")
+    __slots__ = ("node", "params")
 
     def __init__(self, node: int) -> None:
         self.node = node
         self.params = dg.MemsetParams()
         dg.call("cuGraphMemsetNodeGetParams", node, ctypes.byref(self.params))
-        self.dirty = False
 
     def words(self):
         yield "dst", self.params.dst
 
     def write(self, where: str, value: int) -> None:
         self.params.dst = value
-        self.dirty = True
 
     def push(self, exe: int, context: int) -> None:
         dg.call("cuGraphExecMemsetNodeSetParams", exe, self.node, ctypes.byref(self.params),
                 context, op="replay")
-        self.dirty = False
 
 
 _KINDS: dict[int, Any] = {dg.NODE_KERNEL: _Kernel, dg.NODE_MEMCPY: _Memcpy,
@@ -124,11 +127,10 @@ _KINDS: dict[int, Any] = {dg.NODE_KERNEL: _Kernel, dg.NODE_MEMCPY: _Memcpy,
 class NodeTable:
     """The address sites of one captured graph (see the module docstring)."""
 
-    __slots__ = ("nodes", "_sites", "_moved")
+    __slots__ = ("nodes", "_sites")
 
     def __init__(self, graph: int) -> None:
         self.nodes = []
-        self._moved: list = []  # the entries changed since the last push
         self._sites: list[tuple[Any, Any, int]] = []  # (node entry, where, original value)
         for node in dg.graph_nodes(graph):
             kind = _KINDS.get(dg.node_type(node))
@@ -146,16 +148,88 @@ class NodeTable:
 
     def move(self, sites: list[tuple[Any, Any, int]], shift: int) -> None:
         """Set each site to its original value + ``shift`` (in this table's copies)."""
-        moved = self._moved
         for entry, where, value in sites:
-            if not entry.dirty:
-                moved.append(entry)
             entry.write(where, value + shift)
 
-    def push(self, exe: int, context: int) -> None:
-        """Send the changed nodes to the executable graph (a node whose push fails stays
-        changed, and the next push sends it again)."""
-        moved = self._moved
-        while moved:
-            moved[-1].push(exe, context)
-            moved.pop()
+    @staticmethod
+    def push(exe: int, entries: Any, context: int) -> None:
+        """Send ``entries`` (nodes, as this table holds them now) to the executable graph
+        ``exe``."""
+        for entry in entries:
+            entry.push(exe, context)
+
+
+class Executables:
+    """The executable graphs of one captured graph, by placement (module docstring).
+
+    ``sites_of(key)`` lists the sites of the tensor ``key``; ``keys`` are all such keys.
+    A placement is a dict key -> nonzero shift. The first executable graph (``exe``,
+    instantiated at capture) holds the empty placement until it is the least recently
+    used one and a new placement needs it."""
+
+    __slots__ = ("graph", "table", "keys", "sites_of", "limit", "_state", "_by", "_scratch",
+                 "_seen")
+
+    def __init__(self, graph: int, exe: int, table: NodeTable, keys: Any,
+                 sites_of: Any) -> None:
+        self.graph, self.table, self.keys, self.sites_of = graph, table, tuple(keys), sites_of
+        self.limit = MAX_EXECS
+        # exe -> its placement (None: unknown after a failed push); order = least recent first
+        self._state: dict[int, dict[int, int] | None] = {exe: {}}
+        self._by: dict[frozenset, int] = {frozenset(): exe}
+        self._scratch: dict[int, int] = {}  # the placement the table's copies hold
+        self._seen: BoundedCache[frozenset, int] = BoundedCache(256)  # placement -> times seen
+
+    def handles(self) -> tuple[int, ...]:
+        return tuple(self._state)
+
+    def select(self, placement: dict[int, int], context: int) -> int:
+        """The executable graph to launch for ``placement`` (bound to it now if needed)."""
+        key = frozenset(placement.items())
+        exe = self._by.get(key)
+        state = self._state
+        if exe is not None:
+            state[exe] = state.pop(exe)  # the most recently used now
+            return exe
+        seen = (self._seen.get(key) or 0) + 1
+        self._seen.put(key, seen)
+        exe = 0
+        if (seen > 1 or len(state) == 1) and len(state) < self.limit:
+            exe = self._instantiate()
+        if not exe:
+            exe = next(iter(state))  # the least recently used
+        self._bind(exe, placement, key, context)
+        return exe
+
+    def _instantiate(self) -> int:
+        try:
+            exe = dg.instantiate(self.graph, "replay")
+        except TenferroError:  # out of memory, or a graph the driver instantiates once
+            self.limit = len(self._state)
+            return 0
+        self._state[exe] = {}
+        return exe
+
+    def _bind(self, exe: int, placement: dict[int, int], key: frozenset,
+              context: int) -> None:
+        """Move the table to ``placement`` and push the nodes ``exe`` holds otherwise."""
+        state = self._state
+        old = state.pop(exe)
+        state[exe] = None  # unknown until every push succeeded
+        if old is not None and self._by.get(frozenset(old.items())) == exe:
+            del self._by[frozenset(old.items())]
+        scratch, sites_of, table = self._scratch, self.sites_of, self.table
+        for k in set(scratch) | set(placement):
+            shift = placement.get(k, 0)
+            if scratch.get(k, 0) != shift:
+                table.move(sites_of(k), shift)
+        self._scratch = dict(placement)
+        changed = self.keys if old is None else \
+            [k for k in set(old) | set(placement) if old.get(k, 0) != placement.get(k, 0)]
+        entries: dict[int, Any] = {}
+        for k in changed:
+            for site in sites_of(k):
+                entries[id(site[0])] = site[0]
+        table.push(exe, entries.values(), context)
+        state[exe] = dict(placement)
+        self._by[key] = exe

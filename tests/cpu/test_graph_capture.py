@@ -145,13 +145,13 @@ def test_rebinding_moves_sites_and_restores_them(driver):
     g = ready_graph(driver, session, [a, b])
     g._table = table = FakeTable()
     a2 = tensor(ctx)
-    g._rebind(ctx, {a: a2})
+    exe = g._rebind(ctx, {a: a2})  # a second executable graph, bound to a2
     lo = a.data_ptr()
-    assert table.moves == [((lo, lo + 16), a2.data_ptr() - lo)]
-    g._rebind(ctx, {a: a2})  # the same binding: nothing moves
-    assert len(table.moves) == 1
-    g._rebind(ctx, {})  # back to the captured tensors
-    assert table.moves[-1] == ((lo, lo + 16), 0) and g._shift == {}
+    assert table.moves == [((lo, lo + 16), a2.data_ptr() - lo)] and table.pushes == 1
+    assert exe != g._exec and driver.instantiate == [0xA1]
+    assert g._rebind(ctx, {a: a2}) == exe  # the same binding: nothing moves
+    # back to the captured tensors: the first executable graph still holds them
+    assert g._rebind(ctx, {}) == g._exec and len(table.moves) == 1 and table.pushes == 1
 
 
 def test_rebinding_errors(driver):
@@ -199,64 +199,36 @@ def test_an_accepted_placement_is_checked_once(driver, monkeypatch):
         g._rebind(ctx, {a: new})
     assert [list(c.values()) for c in checks] == [[a2.data_ptr() - a.data_ptr()],
                                                   [a3.data_ptr() - a.data_ptr()]]
-    assert len(g._table.moves) == 5
+    # a2 got a second executable graph, a3 the first one (the least recently used): each
+    # was moved and pushed once, and the three replays after found theirs bound already
+    assert [shift for _, shift in g._table.moves] == [a2.data_ptr() - a.data_ptr(),
+                                                      a3.data_ptr() - a.data_ptr()]
+    assert g._table.pushes == 2 and driver.instantiate == [0xA1]
 
 
 def test_node_table_finds_and_moves_addresses():
     class Entry:
         def __init__(self, words):
-            self.values, self.dirty, self.pushed = dict(words), False, 0
+            self.values, self.pushed = dict(words), []
 
         def write(self, where, value):
             self.values[where] = value
-            self.dirty = True
 
         def push(self, exe, context):
-            self.pushed += 1
-            self.dirty = False
+            self.pushed.append((exe, dict(self.values)))
 
     base = 0x7F0000001000
     e1, e2 = Entry({(0, 0): base + 64, (1, 0): 12}), Entry({"dst": base + 4096})
     table = object.__new__(NodeTable)
-    table.nodes, table._moved = [e1, e2], []
+    table.nodes = [e1, e2]
     table._sites = [(e, w, v) for e in (e1, e2) for w, v in e.values.items() if v >= 1 << 16]
     sites = table.sites(base, base + 128)
     assert [(s[1], s[2]) for s in sites] == [((0, 0), base + 64)]
     table.move(sites, 0x1000)
-    table.push(1, 2)
-    assert e1.values[(0, 0)] == base + 64 + 0x1000 and e1.pushed == 1 and e2.pushed == 0
-    table.move(sites, 0x2000)  # moved twice before a push: pushed once
-    table.move(sites, 0x3000)
-    table.push(1, 2)
-    assert e1.values[(0, 0)] == base + 64 + 0x3000 and e1.pushed == 2
-    table.push(1, 2)  # nothing moved since
-    assert e1.pushed == 2
-
-
-def test_a_node_whose_push_failed_is_pushed_again():
-    from tenferro_cuda.errors import BackendSourceError
-
-    class Entry:
-        dirty, fail, pushed = False, True, 0
-
-        def write(self, where, value):
-            self.dirty = True
-
-        def push(self, exe, context):
-            if self.fail:
-                raise BackendSourceError("cuGraphExecKernelNodeSetParams_v2 failed")
-            self.pushed += 1
-            self.dirty = False
-
-    e = Entry()
-    table = object.__new__(NodeTable)
-    table.nodes, table._moved, table._sites = [e], [], [(e, (0, 0), 0x7F0000001000)]
-    table.move(table.sites(0, 1 << 60), 64)
-    with pytest.raises(BackendSourceError):
-        table.push(1, 2)
-    e.fail = False
-    table.push(1, 2)
-    assert e.pushed == 1 and not e.dirty
+    table.move(sites, 0x3000)  # from the original value, not from the last one
+    assert e1.values == {(0, 0): base + 64 + 0x3000, (1, 0): 12} and e1.pushed == []
+    table.push(7, [e1], 2)
+    assert e1.pushed == [(7, {(0, 0): base + 64 + 0x3000, (1, 0): 12})] and e2.pushed == []
 
 
 def test_kernel_words_scan_only_8_byte_parameters():

@@ -131,6 +131,34 @@ def test_rebinding_inputs_and_into_outputs(s, rng):
     assert set(map(id, g.inputs)) >= {id(a), id(b), id(out)}
 
 
+def test_rebinding_cycles_through_more_inputs_than_executable_graphs(s, rng):
+    """Replays over 12 inputs and 3 outputs in a random order (more placements than a
+    graph keeps executable graphs for: bound, reused and repurposed ones all run), each
+    checked against numpy, with plain replays in between."""
+    from tenferro_cuda.graph_rebind import MAX_EXECS
+
+    a = up(s, rng.standard_normal(256, dtype=np.float32))
+    w = up(s, rng.standard_normal(256, dtype=np.float32))
+    out = up(s, np.zeros(256, np.float32))
+    with s.capture() as g:
+        s.mul_into(s.add(a, w), w, out)
+    hosts = [rng.standard_normal(256, dtype=np.float32) for _ in range(12)]
+    xs = [up(s, h) for h in hosts]
+    outs = [up(s, np.zeros(256, np.float32)) for _ in range(3)]
+    hw = down(s, w)
+    order = [int(i) for i in rng.integers(0, 12, 60)] + list(range(12)) * 2
+    for step, i in enumerate(order):
+        if step % 7 == 3:
+            g.replay()
+            assert np.array_equal(down(s, out), (down(s, a) + hw) * hw)
+        o = outs[i % 3]
+        g.replay(inputs={a: xs[i], out: o})
+        assert np.array_equal(down(s, o), (hosts[i] + hw) * hw), step
+    assert len(g._execs.handles()) == MAX_EXECS
+    g.close()
+    assert g.closed
+
+
 def test_rebinding_is_validated_before_anything_is_enqueued(s, rng):
     a = up(s, rng.standard_normal((4, 8), dtype=np.float32))
     with s.capture() as g:

@@ -126,5 +126,5 @@ class FakeTable:
     def move(self, sites, shift):
         self.moves.append((sites[0], shift))
 
-    def push(self, exe, context):
-        self.pushes += 1
+    def push(self, exe, entries, context):
+        self.pushes += len(list(entries))
