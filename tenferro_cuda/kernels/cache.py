@@ -80,7 +80,7 @@ def decode_entry(blob: bytes, key: str, names: tuple[str, ...] = ()) -> Compiled
         return None
 
 
-def read_regular(path: Path, limit: int) -> bytes | None:
+def read_regular(path: str | Path, limit: int) -> bytes | None:
     """The bytes of ``path`` if it is a regular file of at most ``limit`` bytes, else None.
     Opened without blocking (a FIFO put in a file's place must not hang the reader)."""
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
@@ -104,6 +104,7 @@ class KernelCache:
 
     def __init__(self, directory: Path | None = None, memory_limit: int = 4096) -> None:
         self.directory = directory if directory is not None else default_cache_dir()
+        self._prefix = os.path.join(os.fspath(self.directory), "")  # entries: prefix + key
         self.memory_limit = memory_limit
         self._memory: BoundedCache = BoundedCache(memory_limit)
         self._lock = threading.Lock()
@@ -113,7 +114,11 @@ class KernelCache:
                       "compiles": 0, "writes": 0}
 
     def path_for(self, key: str) -> Path:
-        return self.directory / f"{key}.tfk"
+        return Path(self._entry(key))
+
+    def _entry(self, key: str) -> str:
+        """The entry file of ``key`` (a string: no path object on the read path)."""
+        return f"{self._prefix}{key}.tfk"
 
     def get(self, key: str, names: tuple[str, ...] = ()) -> CompiledProgram | None:
         """The program stored under ``key`` (memory, then disk), or None. A disk entry
@@ -144,7 +149,7 @@ class KernelCache:
     def _read_disk(self, key: str, names: tuple[str, ...]) -> CompiledProgram | None:
         if not self._disk_ok:
             return None
-        path = self.path_for(key)
+        path = self._entry(key)
         try:
             blob = read_regular(path, MAX_ENTRY)
         except FileNotFoundError:
@@ -169,7 +174,7 @@ class KernelCache:
             try:
                 with os.fdopen(fd, "wb") as fh:
                     fh.write(encode_entry(program, key))
-                os.replace(tmp, self.path_for(key))
+                os.replace(tmp, self._entry(key))
             except BaseException:
                 os.unlink(tmp)
                 raise

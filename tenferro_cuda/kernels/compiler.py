@@ -27,7 +27,7 @@ from .registry import INCLUDE_DIR, family
 
 log = logging.getLogger("tenferro_cuda")
 BASE_OPTIONS = ("-std=c++17", "-default-device")
-_caches: dict[str, KernelCache] = {}
+_caches: dict[tuple[str, str | None], KernelCache] = {}
 compile_count = {"n": 0}  # NVRTC compiles in this process (observable by tests)
 
 
@@ -60,14 +60,15 @@ def nvrtc_version(directory: Path | None = None) -> str:
 
 
 def shared_cache() -> KernelCache:
-    """The process-wide cache for the current cache directory setting."""
-    from .cache import default_cache_dir
-
-    directory = default_cache_dir()
-    key = str(directory)
-    cache = _caches.get(key)
+    """The process-wide cache for the current cache directory setting (looked up by the
+    setting's text: no path is built once the cache exists)."""
+    directory = os.environ.get("TENFERRO_CUDA_CACHE_DIR") or ""
+    setting = (directory, None if directory else os.environ.get("HOME"))
+    cache = _caches.get(setting)
     if cache is None:  # setdefault: two threads asking at once get one cache
-        cache = _caches.setdefault(key, KernelCache(directory))
+        from .cache import default_cache_dir
+
+        cache = _caches.setdefault(setting, KernelCache(default_cache_dir()))
     return cache
 
 

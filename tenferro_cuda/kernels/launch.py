@@ -23,14 +23,14 @@ import ctypes
 import functools
 import struct
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from .. import _driver
 from ..authority import Authority
 from ..errors import ValidationError
 from .args import parse_codes
 
-__all__ = ["PreparedLaunch", "WatchedLaunch", "check_geometry"]
+__all__ = ["PreparedLaunch", "WatchedLaunch", "Layout", "layout", "check_geometry"]
 
 _launch = _driver.launch_unchecked
 _failed = _driver.launch_failed
@@ -62,6 +62,48 @@ def check_geometry(info: Any, grid: Sequence[int], block: Sequence[int], shared:
         raise ValidationError("; ".join(problems), op=op)
 
 
+class Layout(NamedTuple):
+    """What every launch of one argument-code string with one tail length shares: the
+    head writer, the parameter offsets, the tail writers with their offsets, the size of
+    the block and the ctypes type of its pointer array."""
+
+    nhead: int
+    pointer_slots: tuple[int, ...]
+    head: struct.Struct
+    offsets: tuple[int, ...]
+    tail: tuple[tuple[int, struct.Struct], ...]
+    size: int
+    array: Any
+
+
+_LAYOUTS: dict[tuple[str, int], Layout] = {}
+
+
+def layout(codes: str, ntail: int) -> Layout:
+    """The ``Layout`` of ``codes`` whose last ``ntail`` parameters are the tail (made once
+    per process: a first kernel's launch is prepared without parsing its codes)."""
+    found = _LAYOUTS.get((codes, ntail))
+    if found is not None:
+        return found
+    tokens, offsets, fmts, size = parse_codes(codes)
+    nhead = len(tokens) - ntail
+    if nhead < 0:
+        raise ValueError(f"{ntail} tail values for {len(tokens)} parameters")
+    head = ["<"]
+    pos = 0
+    for off, fmt in zip(offsets[:nhead], fmts[:nhead]):
+        if off > pos:
+            head.append(f"{off - pos}x")
+        head.append(fmt)
+        pos = off + struct.calcsize("<" + fmt)
+    found = Layout(nhead, tuple(i for i, t in enumerate(tokens[:nhead]) if t == "P"),
+                   struct.Struct("".join(head)), tuple(offsets),
+                   tuple((off, struct.Struct("<" + fmt))
+                         for off, fmt in zip(offsets[nhead:], fmts[nhead:])),
+                   max(size, 1), ctypes.c_void_p * max(len(tokens), 1))
+    return _LAYOUTS.setdefault((codes, ntail), found)
+
+
 class PreparedLaunch(Authority):
     """One kernel's launch on one stream, prepared (see the module docstring). It cannot
     be copied or pickled: it launches on its context's stream."""
@@ -73,35 +115,23 @@ class PreparedLaunch(Authority):
                  block: tuple[int, int, int] = (256, 1, 1), shared: int = 0,
                  tail: tuple = (), op: str = "") -> None:
         check_geometry(info, (1, 1, 1), block, shared, op)
-        tokens, offsets, fmts, size = parse_codes(codes)
-        nhead = len(tokens) - len(tail)
-        if nhead < 0:
-            raise ValueError(f"{len(tail)} tail values for {len(tokens)} parameters")
+        lay = layout(codes, len(tail))
         self.fn, self.codes, self.stream, self.op = fn, codes, stream, op
         self.bx, self.by, self.bz = block
         self.shared = shared
-        self.nhead = nhead
-        self.pointer_slots = tuple(i for i, t in enumerate(tokens[:nhead]) if t == "P")
-        self._buf = ctypes.create_string_buffer(max(size, 1) + 16)
+        self.nhead = lay.nhead
+        self.pointer_slots = lay.pointer_slots
+        self._head = lay.head
+        self._buf = ctypes.create_string_buffer(lay.size + 16)
         base = ctypes.addressof(self._buf)
         self._shift = shift = (-base) % 16  # 16-align the block (X slots)
-        self._ptrs = (ctypes.c_void_p * max(len(tokens), 1))(
-            *[base + shift + off for off in offsets])
+        self._ptrs = lay.array(*[base + shift + off for off in lay.offsets])
         self.address = ctypes.addressof(self._ptrs)
-        head = ["<"]
-        pos = 0
-        for off, fmt in zip(offsets[:nhead], fmts[:nhead]):
-            if off > pos:
-                head.append(f"{off - pos}x")
-            head.append(fmt)
-            pos = off + struct.calcsize("<" + fmt)
-        self._head = struct.Struct("".join(head))
         # The head writer with its buffer and offset bound: one call per launch.
-        self._pack = functools.partial(self._head.pack_into, self._buf, shift)
+        self._pack = functools.partial(lay.head.pack_into, self._buf, shift)
         # One writer per tail value, its buffer and offset bound (put_tail is one call).
-        self._tail = tuple(functools.partial(struct.Struct("<" + fmt).pack_into, self._buf,
-                                             shift + off)
-                           for off, fmt in zip(offsets[nhead:], fmts[nhead:]))
+        self._tail = tuple(functools.partial(writer.pack_into, self._buf, shift + off)
+                           for off, writer in lay.tail)
         for j, value in enumerate(tail):
             self._tail[j](value)
 

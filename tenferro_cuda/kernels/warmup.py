@@ -5,7 +5,9 @@ things that are the same for every kernel: the NVRTC version from the cache dire
 record (``toolchain.version``: a digest of what steers the library search, a few ``stat``
 calls and ``dlopen`` probes), the digest of ``ptx/include`` (``compiler.headers_digest``),
 the import of the kernel-family modules (``registry.family``) and the read of their
-sources (``Family.read_source``, part of every cache key). Together about 2 ms,
+sources (``Family.read_source``, part of every cache key), and the parameter layouts of
+the launches most programs start with (``launch.layout`` of the codes listed in
+``LAYOUTS`` by the op families that use them). Together about 2 ms,
 which made the first kernel from the disk cache cost 3 ms, against under 1 ms for each
 later one.
 
@@ -26,17 +28,22 @@ import logging
 import os
 import threading
 
-__all__ = ["start", "started"]
+__all__ = ["start", "started", "LAYOUTS"]
 
 log = logging.getLogger("tenferro_cuda")
 _lock = threading.Lock()
 _thread: list[threading.Thread] = []
+# (argument codes, tail length) of launches worth laying out before the first kernel; an
+# op family adds its own when it is imported (the warm-up never imports one)
+LAYOUTS: list[tuple[str, int]] = []
 
 
 def _work() -> None:
-    from . import compiler, registry, toolchain
+    from . import compiler, launch, registry, toolchain
 
     try:
+        for codes, ntail in tuple(LAYOUTS):
+            launch.layout(codes, ntail)
         directory = compiler.shared_cache().directory
         toolchain.version_from_record(directory)  # never loads NVRTC
         compiler.headers_digest()

@@ -78,7 +78,7 @@ class _WordTable:
     def move(self, sites, shift):
         self.moves.append((tuple(sites), shift))
 
-    def push(self, exe, context):
+    def push(self, exe, entries, context):
         pass
 
 

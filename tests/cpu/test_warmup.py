@@ -94,3 +94,43 @@ def test_the_warm_up_and_the_caller_share_one_cache(fresh, monkeypatch):
     _run_once()
     first = compiler.shared_cache()
     assert compiler.shared_cache() is first and len(made) == 1
+
+
+def test_the_shared_cache_is_found_by_the_setting_without_building_a_path(fresh, monkeypatch,
+                                                                           tmp_path):
+    from tenferro_cuda.kernels import cache as cache_mod
+
+    first = compiler.shared_cache()
+    assert first.directory == tmp_path
+    monkeypatch.setattr(cache_mod, "default_cache_dir", lambda: pytest.fail("path built"))
+    assert compiler.shared_cache() is first
+    monkeypatch.undo()  # the default directory again, and a setting seen before
+    monkeypatch.setattr(compiler, "_caches", {})
+    monkeypatch.setenv("TENFERRO_CUDA_CACHE_DIR", str(tmp_path / "other"))
+    other = compiler.shared_cache()
+    assert other.directory == tmp_path / "other" and other is not first
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))  # a home changes only the default
+    assert compiler.shared_cache() is other
+    monkeypatch.delenv("TENFERRO_CUDA_CACHE_DIR")
+    assert compiler.shared_cache().directory == tmp_path / "home" / ".cache" / "tenferro_cuda"
+
+
+def test_it_lays_out_the_launches_the_op_families_list(fresh, monkeypatch):
+    from tenferro_cuda.kernels import launch
+    from tenferro_cuda.ops.elementwise import engine
+
+    assert (engine.CONTIG_CODES, 5) in warmup.LAYOUTS
+    monkeypatch.setattr(launch, "_LAYOUTS", {})
+    _run_once()
+    assert set(launch._LAYOUTS) == set(warmup.LAYOUTS)
+    lay = launch._LAYOUTS[(engine.CONTIG_CODES, 5)]
+
+    class Info:
+        max_threads_per_block, max_block_dims = 1024, (1024, 1024, 64)
+        max_grid_dims, max_shared_per_block = (2**31 - 1, 65535, 65535), 49152
+
+    monkeypatch.setattr(launch, "parse_codes", lambda codes: pytest.fail("parsed again"))
+    a, b = (launch.PreparedLaunch(1, engine.CONTIG_CODES, 0, Info(), tail=(0,) * 5, op=op)
+            for op in ("add", "mul"))
+    assert a._head is b._head is lay.head and a._buf is not b._buf
+    assert a.pointer_slots == lay.pointer_slots == (0, 1, 2, 3)

@@ -37,6 +37,7 @@ from ...errors import ValidationError
 from ...exec.aliasing import check_distinct_elements, check_output
 from ...exec.context import BLOCK, ExecContext
 from ...exec.residency import resident
+from ...kernels import warmup
 from ...kernels.args import layout_bytes
 from ...shapes import elementwise as ew_shapes
 from ...shapes.elementwise import CAST_KINDS, Kind
@@ -52,6 +53,7 @@ __all__ = ["Prep", "prep", "run", "resident_blocks", "operand_dtypes", "Value", 
 
 CONTIG_CODES = "PPPPIiPiQQQ"
 STRIDED_CODES = "PLPLPLPLIiPiQQQ"
+warmup.LAYOUTS.append((CONTIG_CODES, 5))  # the first kernel of most programs
 VALUE = 16  # TF_EW_VALUE in ewkernel.cuh: flag bit of operand 0 passed by value
 WORD = (1 << 64) - 1
 UNROLL = 2  # TF_EW_UNROLL in ewkernel.cuh
