@@ -301,3 +301,24 @@ def test_special_scalars(emu, key, dtype, value):
         args = (value, put(s, a)) if slot == 0 else (put(s, a), value)
         want, _ = REF[key](*((full, a) if slot == 0 else (a, full)))
         assert mismatch(get(s, _call(s, key, *args)), want, None) is None
+
+
+def test_the_last_scalar_is_remembered_by_identity_only(emu, monkeypatch):
+    """The fast path converts a Python scalar once and reuses its bits for the same object
+    (a constant in a loop); another object is converted, even an equal one of other bits
+    (-0.0 after 0.0); numpy scalars and complex values are converted every time."""
+    s, dev, ctx = emu
+    base = np.arange(8, dtype=np.float32) - 4
+    x = put(s, base)
+    s.add(x, 1.0)  # prepared
+    p = ctx.memo.get(("add", "add"))[D.FLOAT32]
+    converted = []
+    real = p.bits
+    monkeypatch.setattr(p, "bits", lambda v: converted.append(v) or real(v))
+    one, zero, nzero, half = 1.5, 0.0, -0.0, np.float32(0.5)
+    for value in (one, one, one, zero, nzero, nzero, 7, 7, True, half, half):
+        assert np.array_equal(get(s, s.add(x, value)), base + np.float32(value))
+    assert [type(v) for v in converted] == [float, float, float, int, bool, np.float32,
+                                            np.float32]
+    assert converted[:3] == [one, zero, nzero] and np.signbit(converted[2])
+    assert np.signbit(get(s, s.add(put(s, np.full(2, -0.0, np.float32)), nzero))).all()

@@ -51,6 +51,7 @@ if TYPE_CHECKING:
 __all__ = ["Prep", "prep", "run", "resident_blocks", "operand_dtypes", "Value", "CONTIG_CODES",
            "STRIDED_CODES", "VALUE"]
 
+NOTHING = object()  # no scalar converted yet (``Prep.scalar``)
 CONTIG_CODES = "PPPPIiPiQQQ"
 STRIDED_CODES = "PLPLPLPLIiPiQQQ"
 warmup.LAYOUTS.append((CONTIG_CODES, 5))  # the first kernel of most programs
@@ -78,7 +79,7 @@ class Prep:
 
     __slots__ = ("kind", "name", "dtype", "out_dtype", "out_item", "item", "items",
                  "contig", "strided", "bcast", "per_block", "cap", "home", "err", "code",
-                 "tail", "bits")
+                 "tail", "bits", "scalar", "scalar_bits")
     kind: Kind
     name: str
     dtype: DType  # the primary dtype
@@ -96,6 +97,8 @@ class Prep:
     code: int
     tail: tuple[int, ...]  # the launches' initial tail: err, code and three by-value words
     bits: Any  # shapes.scalars.converter of the primary dtype (binary ops' scalar operands)
+    scalar: object  # the last Python scalar the fast path converted (a bool, int or float)
+    scalar_bits: int  # its bits: the same object again is not converted again
 
 
 class Value(NamedTuple):
@@ -139,6 +142,7 @@ def prep(ctx: ExecContext, kind: Kind, name: str, primary: DType) -> Prep:
     p.code = ctx.error_code(name, reason) if reason else 0
     p.tail = (p.err, p.code, 0, 0, 0)
     p.bits = converter(primary)
+    p.scalar, p.scalar_bits = NOTHING, 0
     p.contig = ctx.prepare(("ew", kind.key, name, primary, "contig"), fn, CONTIG_CODES,
                            tail=p.tail, op=name)
     p.strided = p.bcast = None

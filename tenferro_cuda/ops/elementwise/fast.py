@@ -18,7 +18,10 @@ other such a ``Tensor``: the general path's plan is then the same contiguous lau
 the scalar by value (its bits in its pointer slot, its flag bit ``VALUE << k``); the
 scalar is converted by the converter the general path uses (``Prep.bits``), and one that
 does not fit returns None, so that the general path raises the error. ``binary`` takes a
-scalar second operand itself (the common ``x + 1.0``) the same way.
+scalar second operand itself (the common ``x + 1.0``) the same way, and remembers the last
+Python ``bool``/``int``/``float`` it converted with its bits (``Prep.scalar``): the same
+object again -- a constant in a loop -- is not converted again. Only immutable scalars
+are remembered, and complex128 ones (which also rewrite a tail word) never.
 """
 
 from __future__ import annotations
@@ -34,6 +37,8 @@ __all__ = ["unary", "binary", "scalar"]
 
 _new = object.__new__
 _prod = math.prod
+# scalars whose bits a Prep may remember by identity (a numpy 0-d array is mutable)
+_IMMUTABLE = frozenset((bool, int, float))
 
 
 def _target(p: Prep, out: object, shape: tuple[int, ...]) -> int:
@@ -94,6 +99,8 @@ def binary(p: Prep, x: Tensor, y: object, out: object = None) -> Tensor | None:
         if y.dtype is not p.dtype or y.shape != shape or by is None or by.home is not home:
             return None
         pb, flag = by.ptr, 0
+    elif y is p.scalar:  # the scalar of the last call (a constant in a loop): same bits
+        pb, flag = p.scalar_bits, VALUE << 1
     else:
         pb = p.bits(y)
         if type(pb) is not int:
@@ -101,6 +108,8 @@ def binary(p: Prep, x: Tensor, y: object, out: object = None) -> Tensor | None:
         if p.item == 16:  # complex128: bytes 8-15 in the tail word of slot 1
             p.contig.put_tail(3, pb >> 64)
             pb &= WORD
+        elif type(y) in _IMMUTABLE:
+            p.scalar, p.scalar_bits = y, pb
         flag = VALUE << 1
     n = _prod(shape)
     if not 0 < n < CHUNK:
