@@ -147,7 +147,11 @@ class CudaRuntime(Authority):
     def load_module(self, image: bytes, op: str = ""):
         """Load a cubin/PTX image into the primary context."""
         with self.current():
-            module = _driver.module_load_data(image, op)
+            return self._load_module(image, op)
+
+    def _load_module(self, image: bytes, op: str):
+        """``load_module`` with this runtime's context current already."""
+        module = _driver.module_load_data(image, op)
         with self._lock:
             self._modules.append(module)
         return module
@@ -184,7 +188,7 @@ class CudaRuntime(Authority):
 
     def _load_function(self, prog, expression: str, op: str):
         with self.current():
-            module = self.load_module(prog.image, op)
+            module = self._load_module(prog.image, op)
             return _driver.module_get_function(module, prog.lowered[expression], op)
 
     # --- lifetime ----------------------------------------------------------------------
