@@ -37,7 +37,8 @@ __all__ = ["unary", "binary", "scalar"]
 
 _new = object.__new__
 _prod = math.prod
-# scalars whose bits a Prep may remember by identity (a numpy 0-d array is mutable)
+# scalars whose bits a Prep may remember by identity (immutable builtins: the object fixes
+# the value; numpy scalars are converted every time)
 _IMMUTABLE = frozenset((bool, int, float))
 
 
