@@ -102,10 +102,9 @@ def test_the_shared_cache_is_found_by_the_setting_without_building_a_path(fresh,
 
     first = compiler.shared_cache()
     assert first.directory == tmp_path
-    monkeypatch.setattr(cache_mod, "default_cache_dir", lambda: pytest.fail("path built"))
-    assert compiler.shared_cache() is first
-    monkeypatch.undo()  # the default directory again, and a setting seen before
-    monkeypatch.setattr(compiler, "_caches", {})
+    with monkeypatch.context() as patch:
+        patch.setattr(cache_mod, "default_cache_dir", lambda: pytest.fail("path built"))
+        assert compiler.shared_cache() is first
     monkeypatch.setenv("TENFERRO_CUDA_CACHE_DIR", str(tmp_path / "other"))
     other = compiler.shared_cache()
     assert other.directory == tmp_path / "other" and other is not first
