@@ -33,6 +33,7 @@ import shutil
 import subprocess
 import tempfile
 import threading
+import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
@@ -96,10 +97,19 @@ class _Job:
                 path.write_text(path.read_text().replace(text, replacement))
             (d / "emu.cpp").write_text(self.wrappers)
             part = d / "part.so"
-            self.proc = subprocess.Popen(
-                [cxx, "-std=c++17", self.optimize, "-shared", "-fPIC", "-w", f"-I{d}",
-                 f"-I{INCLUDE_DIR}", f"-I{PTX_DIR}", str(d / "emu.cpp"), "-o", str(part)],
-                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            command = [cxx, "-std=c++17", self.optimize, "-shared", "-fPIC", "-w", f"-I{d}",
+                       f"-I{INCLUDE_DIR}", f"-I{PTX_DIR}", str(d / "emu.cpp"), "-o",
+                       str(part)]
+            for attempt in range(3):  # a process that could not be started is tried again
+                try:
+                    self.proc = subprocess.Popen(command, stdout=subprocess.DEVNULL,
+                                                 stderr=subprocess.PIPE, text=True)
+                    break
+                except OSError:  # e.g. EAGAIN/EFAULT from the spawn on a loaded machine
+                    if attempt == 2:
+                        raise
+                    time.sleep(0.5 * (attempt + 1))
+            assert self.proc is not None
             self.stderr = self.proc.communicate()[1]
             self.returncode = self.proc.returncode
             if self.returncode == 0:
