@@ -154,6 +154,32 @@ def test_rebinding_moves_sites_and_restores_them(driver):
     assert g._rebind(ctx, {}) == g._exec and len(table.moves) == 1 and table.pushes == 1
 
 
+def test_each_replay_launches_the_executable_graph_of_its_placement(driver):
+    """``_launch``: the capture's executable graph until a rebinding; then the one bound
+    to the replay's placement (plain replays: the captured tensors'), and every one of
+    them destroyed by ``close``. Inputs that are not a mapping are refused, even empty."""
+    session = FakeSession()
+    ctx = session._ctx
+    ctx.context_id = 5
+    a = tensor(ctx)
+    g = ready_graph(driver, session, [a])
+    g._table = FakeTable()
+    launched = lambda: [c[1] for c in driver.lib.calls if c[0] == "cuGraphLaunch"]  # noqa: E731
+    assert g._launch(ctx, None) == 0 and launched() == [0xE1]
+    a2 = tensor(ctx)
+    g._launch(ctx, {a: a2})
+    g._launch(ctx, None)
+    g._launch(ctx, {a: a2})
+    assert launched() == [0xE1, 0xE0A1, 0xE1, 0xE0A1] and g._table.pushes == 1
+    for bad in ([], (), 0, [(a, a2)]):
+        with pytest.raises(ValidationError, match="mapping"):
+            g._launch(ctx, bad)
+    assert len(launched()) == 4
+    g._release()
+    destroyed = [c[1] for c in driver.lib.calls if c[0] == "cuGraphExecDestroy"]
+    assert sorted(destroyed) == [0xE1, 0xE0A1] and g._execs is None and not g._exec
+
+
 def test_rebinding_errors(driver):
     session = FakeSession()
     ctx = session._ctx
