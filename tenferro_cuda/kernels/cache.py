@@ -36,6 +36,13 @@ _HEADER = struct.Struct("<4s32sI")  # magic, sha256(payload), len(json)
 MAX_ENTRY = 1 << 28  # bytes; the largest program (every instantiation of a family) is ~10 MB
 
 
+def cache_dir_setting() -> tuple[str, str | None]:
+    """What ``default_cache_dir`` depends on, as text: the ``TENFERRO_CUDA_CACHE_DIR``
+    setting, and the home directory when that is unset (a key that builds no path)."""
+    env = os.environ.get("TENFERRO_CUDA_CACHE_DIR") or ""
+    return env, None if env else os.environ.get("HOME")
+
+
 def default_cache_dir() -> Path:
     env = os.environ.get("TENFERRO_CUDA_CACHE_DIR")
     if env:

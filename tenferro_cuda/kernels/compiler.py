@@ -22,7 +22,7 @@ from .. import _nvrtc
 from .._nvrtc import CompiledProgram
 from .._version import __version__
 from . import toolchain
-from .cache import KernelCache, cache_key
+from .cache import KernelCache, cache_dir_setting, cache_key
 from .registry import INCLUDE_DIR, family
 
 log = logging.getLogger("tenferro_cuda")
@@ -62,11 +62,10 @@ def nvrtc_version(directory: Path | None = None) -> str:
 def shared_cache() -> KernelCache:
     """The process-wide cache for the current cache directory setting (looked up by the
     setting's text: no path is built once the cache exists)."""
-    directory = os.environ.get("TENFERRO_CUDA_CACHE_DIR") or ""
-    setting = (directory, None if directory else os.environ.get("HOME"))
+    setting = cache_dir_setting()
     cache = _caches.get(setting)
     if cache is None:  # setdefault: two threads asking at once get one cache
-        from .cache import default_cache_dir
+        from .cache import default_cache_dir  # (looked up now: tests replace it)
 
         cache = _caches.setdefault(setting, KernelCache(default_cache_dir()))
     return cache
