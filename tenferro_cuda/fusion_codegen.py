@@ -9,10 +9,15 @@ its op functor from ``ptx/include/tenferro/ops.cuh`` over the primary dtype ``$T
 What the source depends on (the ``KernelSpec``): the live instructions, every value's
 dtype, the outputs, and the layout class of each input that an output depends on: ``c``
 (compact, indexed by the flat index), ``s`` (one value for every element, read once per
-thread) or ``l`` (a runtime ``tf::Layout``), plus the path (``contig``: only ``c``/``s``,
-16-byte vectors when the host sets bit 0 of ``flags``; ``strided``: one division chain
-per element for all ``l`` inputs, over the first one's shape). Shapes, strides, offsets
-and pointers are kernel arguments: a new shape never compiles anything.
+thread), ``l`` (a runtime ``tf::Layout``) or ``r`` (a runtime rank-3 ``tf::Layout``
+whose last stride is 1 or 0), plus the path (``contig``: only ``c``/``s``, 16-byte
+vectors when the host sets bit 0 of ``flags``; ``strided``: one division chain per
+element for all ``l`` inputs, over the first one's shape; ``bcast``: only ``r``/``s``,
+the broadcast-rows walk of the unfused ``ew_bcast`` (``ewkernel.cuh``: ``bc_split``,
+``bc_load``): a bias row, a column, a middle axis beside compact rows, 16-byte vectors
+along the rows when the host sets bit 0 of ``flags``, a stride-0 input read once per
+vector). Shapes, strides, offsets and pointers are kernel arguments: a new shape never
+compiles anything.
 
 Exactness: every value is kept in its storage dtype and every instruction is computed by
 the same functor as the unfused op, so results round exactly as op-by-op execution does.
@@ -24,7 +29,7 @@ op-by-op results in the last bit).
 
 Kernel parameters (``arg_codes`` gives the matching ArgPack codes):
     outputs (pointer each), then per live input: pointer (``c``, ``s``) or pointer +
-    Layout (``l``), then ``u32 n, int flags, int* err, int code_div, int code_pow``.
+    Layout (``l``, ``r``), then ``u32 n, int flags, int* err, int code_div, int code_pow``.
 """
 
 from __future__ import annotations
@@ -140,6 +145,47 @@ $elem_stores
 
 }  // namespace $ns
 """,
+    "bcast": """\
+  const tf::u32 q = l$first.shape[0] == 1 ? 0u : (tf::u32)l$first.shape[1];
+  const tf::u32 width = (tf::u32)l$first.shape[2];
+  if (flags & 1) {
+    const tf::u32 nvec = n / $vec;
+    for (tf::u32 v = blockIdx.x * (blockDim.x * $unroll) + threadIdx.x; v < nvec;
+         v += nthreads * $unroll) {
+$vec_decls
+#pragma unroll
+      for (int u = 0; u < $unroll; ++u) {
+        const tf::u32 w = v + u * blockDim.x;
+        if (w < nvec) {
+          tf::i64 i0, i1, i2;
+          tf::bc_split(w * $vec, q, width, i0, i1, i2);
+$row_loads
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < $unroll; ++u) {
+        const tf::u32 w = v + u * blockDim.x;
+        if (w < nvec) {
+$vec_outs
+#pragma unroll
+          for (int k = 0; k < $vec; ++k) body($vec_args);
+$vec_stores
+        }
+      }
+    }
+    return;
+  }
+  for (tf::u32 i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += nthreads) {
+    tf::i64 i0, i1, i2;
+    tf::bc_split(i, q, width, i0, i1, i2);
+$elem_outs
+    body($elem_args);
+$elem_stores
+  }
+}
+
+}  // namespace $ns
+""",
     "vec_decl": "      $T a$k[$unroll][$vec];",
     "vec_load": "          tf::vload(a$k[u], p$k + w * $vec);",
     "vec_out": "          $T b$j[$vec];",
@@ -151,12 +197,15 @@ $elem_stores
     "arg_vec": "a$k[u][k]",
     "arg_elem": "p$k[i]",
     "arg_layout": "p$k[f$k]",
+    "row_load": "          tf::bc_load<$T, $vec>(a$k[u], p$k, l$k, i0, i1, i2, false, {});",
+    "arg_row": "p$k[tf::bc_offset(l$k, i0, i1, i2)]",
     "arg_scalar": "s$k",
     "arg_out_vec": "b$j[k]",
     "arg_out_elem": "b$j",
 }
 ARG_TAIL = "IiPii"  # n, flags, err, code_div, code_pow
-PATHS = {"contig": frozenset("cs"), "strided": frozenset("ls")}
+PATHS = {"contig": frozenset("cs"), "strided": frozenset("ls"), "bcast": frozenset("rs")}
+LAYOUT_CLASSES = frozenset("lr")  # classes passed as pointer + tf::Layout
 
 
 _PLACEHOLDER = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
@@ -207,7 +256,8 @@ class KernelSpec:
     def __post_init__(self) -> None:
         allowed = PATHS[self.path]
         bad = [c for _, c in self.inputs if c not in allowed]
-        if bad or (self.path == "strided" and not any(c == "l" for _, c in self.inputs)):
+        needs = {"strided": "l", "bcast": "r"}.get(self.path)
+        if bad or (needs and not any(c == needs for _, c in self.inputs)):
             raise ValueError(f"input classes {self.inputs} do not fit the {self.path} path")
 
     @property
@@ -222,8 +272,9 @@ class KernelSpec:
 
     @property
     def vec(self) -> int:
-        """Elements per 16-byte vector of the widest compact operand (contig path)."""
-        sizes = [self.values[v].itemsize for v, c in self.inputs if c == "c"]
+        """Elements per 16-byte vector of the widest operand read or written in vectors
+        (compact ``c`` or row-walked ``r`` inputs, outputs)."""
+        sizes = [self.values[v].itemsize for v, c in self.inputs if c in "cr"]
         sizes += [self.values[o].itemsize for o in self.outputs]
         return 16 // max(sizes)
 
@@ -236,7 +287,7 @@ class Generated(NamedTuple):
 
 def arg_codes(spec: KernelSpec) -> str:
     """ArgPack codes of the generated kernel's parameter list."""
-    ins = "".join("PL" if c == "l" else "P" for _, c in spec.inputs)
+    ins = "".join("PL" if c in LAYOUT_CLASSES else "P" for _, c in spec.inputs)
     return "P" * len(spec.outputs) + ins + ARG_TAIL
 
 
@@ -268,8 +319,9 @@ def _define(lines: list[str], dtype: DType, name: str, expr: str) -> None:
     lines.append(_fill("value", T=dtype.ctype, name=name, expr=expr))
 
 
-def _args(spec: KernelSpec, array: str, out: str) -> str:
-    kinds = {"c": array, "l": "arg_layout", "s": "arg_scalar"}
+def _args(spec: KernelSpec, array: str, out: str, row: str = "arg_row") -> str:
+    """The body's arguments: ``array`` for compact inputs, ``row`` for row-walked ones."""
+    kinds = {"c": array, "l": "arg_layout", "s": "arg_scalar", "r": row}
     parts = [_fill(kinds[c], k=k) for k, (_, c) in enumerate(spec.inputs)]
     parts += [_fill(out, j=j) for j in range(len(spec.outputs))]
     return ", ".join(parts + ["ed", "ep"])
@@ -290,7 +342,7 @@ def generate(spec: KernelSpec) -> Generated:
     ins = list(enumerate(spec.inputs))
     outs = list(enumerate(spec.outputs))
     kparams = [_fill("out_param", T=ct[o], j=j) for j, o in outs]
-    kparams += [_fill("layout_param" if c == "l" else "in_param", T=ct[v], k=k)
+    kparams += [_fill("layout_param" if c in LAYOUT_CLASSES else "in_param", T=ct[v], k=k)
                 for k, (v, c) in ins]
     what = (f"{spec.path} kernel; inputs "
             + ", ".join(f"v{v}:{spec.values[v].value}:{c}" for v, c in spec.inputs)
@@ -311,6 +363,16 @@ def generate(spec: KernelSpec) -> Generated:
                       vec_outs=_lines("vec_out", outs, ct, slot="j", vec=vec),
                       vec_stores=_lines("vec_store", outs, ct, slot="j", vec=vec),
                       vec_args=_args(spec, "arg_vec", "arg_out_vec"),
+                      elem_args=_args(spec, "arg_elem", "arg_out_elem"))
+    elif spec.path == "bcast":
+        rows = [(k, v) for k, (v, c) in ins if c == "r"]
+        vec = spec.vec
+        text += _fill("bcast", vec=vec, unroll=UNROLL, **common, first=rows[0][0],
+                      vec_decls=_lines("vec_decl", rows, ct, vec=vec, unroll=UNROLL),
+                      row_loads=_lines("row_load", rows, ct, vec=vec),
+                      vec_outs=_lines("vec_out", outs, ct, slot="j", vec=vec),
+                      vec_stores=_lines("vec_store", outs, ct, slot="j", vec=vec),
+                      vec_args=_args(spec, "arg_vec", "arg_out_vec", row="arg_vec"),
                       elem_args=_args(spec, "arg_elem", "arg_out_elem"))
     else:
         layouts = [(k, v) for k, (v, c) in ins if c == "l"]

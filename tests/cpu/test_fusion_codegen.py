@@ -35,8 +35,9 @@ def typed(plan: ElementwiseFusionPlan, dtypes, scalar=()) -> TypedPlan:
     return type_plan(plan, tuple(dtypes), [k in scalar for k in range(len(dtypes))], "t")
 
 
-def variants(t: TypedPlan, n: int) -> list[fc.KernelSpec]:
-    """Contiguous, strided, and (n > 1) strided with a scalar first input."""
+def variants(t: TypedPlan, n: int, rows: bool = False) -> list[fc.KernelSpec]:
+    """Contiguous, strided, and (n > 1) strided with a scalar first input; with ``rows``
+    also broadcast-rows, and (n > 1) broadcast-rows with a scalar first input."""
     live = t.live[:n]
 
     def classes(text: str) -> str:
@@ -45,6 +46,10 @@ def variants(t: TypedPlan, n: int) -> list[fc.KernelSpec]:
                                                                    "strided")]
     if n > 1 and live[0] and any(live[1:]):
         out.append(fc.spec_for(t, classes("s" + "l" * (n - 1)), "strided"))
+    if rows:
+        out.append(fc.spec_for(t, classes("r" * n), "bcast"))
+        if n > 1 and live[0] and any(live[1:]):
+            out.append(fc.spec_for(t, classes("s" + "r" * (n - 1)), "bcast"))
     return out
 
 
@@ -66,7 +71,8 @@ def _specs() -> list[fc.KernelSpec]:
     seen = set()
     for name, d in PLAN_CASES:  # every dtype contiguous, the first one on every path
         plan = PLANS[name]
-        every = variants(typed(plan, [d] * plan.num_inputs), plan.num_inputs)
+        every = variants(typed(plan, [d] * plan.num_inputs), plan.num_inputs,
+                         rows=name not in seen)
         specs += every if name not in seen else every[:1]
         seen.add(name)
     for d in ALL_DTYPES:
@@ -113,7 +119,7 @@ def test_generated_sources_compile(arch, part):
 @given(case=random_plans(max_ops=8, fallible=True))
 def test_random_plans_compile(case):
     plan, dtypes = case
-    specs = variants(typed(plan, dtypes), plan.num_inputs)
+    specs = variants(typed(plan, dtypes), plan.num_inputs, rows=True)
     gens, prog = compile_specs(specs, ARCHS[len(plan.instructions) % 2])
     assert set(prog.lowered) == {g.expression for g in gens}
 
@@ -142,8 +148,9 @@ def test_sources_are_deterministic_and_specific():
     a, b = fc.spec_for(t, "cc", "contig"), fc.spec_for(t, "cc", "contig")
     assert fc.generate(a) == fc.generate(b) and a.digest == b.digest
     others = [fc.spec_for(t, "cs", "contig"), fc.spec_for(t, "ll", "strided"),
+              fc.spec_for(t, "rr", "bcast"),
               fc.spec_for(typed(PLANS["exp_mul_add"], (D.FLOAT64, D.FLOAT64)), "cc", "contig")]
-    assert len({s.digest for s in [a, *others]}) == 4
+    assert len({s.digest for s in [a, *others]}) == 5
     src = fc.generate(a).source
     assert '#include "tenferro/ops.cuh"' in src and f"tf_fusion_{a.digest}" in src
     assert "tf::ExpOp::apply<float>(v0, ed)" in src
@@ -151,7 +158,9 @@ def test_sources_are_deterministic_and_specific():
 
 def test_spec_rejects_classes_off_its_path():
     t = typed(PLANS["exp_mul_add"], (D.FLOAT32, D.FLOAT32))
-    for classes, path in (("cl", "contig"), ("cc", "strided"), ("ss", "strided")):
+    for classes, path in (("cl", "contig"), ("cc", "strided"), ("ss", "strided"),
+                          ("rl", "bcast"), ("cr", "bcast"), ("ss", "bcast"), ("rr", "strided"),
+                          ("rs", "contig")):
         with pytest.raises(ValueError):
             fc.spec_for(t, classes, path)
 
@@ -165,6 +174,13 @@ def test_vector_width_follows_the_widest_compact_operand():
     t = typed(P(2, [Ins("compare", (0, 1), direction=CompareDir.EQ)], (2,)),
               (D.UINT8, D.UINT8))
     assert fc.spec_for(t, "cs", "contig").vec == 16
+    t = typed(P(2, [Ins("cast", (0,), to="float64"), Ins("add", (2, 1))], (3,)),
+              (D.INT8, D.FLOAT64))
+    assert fc.spec_for(t, "rs", "bcast").vec == 2  # the float64 output
+    t = typed(P(2, [Ins("cast", (0,), to="int8"), Ins("add", (2, 1))], (3,)),
+              (D.FLOAT64, D.INT8))
+    assert fc.spec_for(t, "sr", "bcast").vec == 16  # a scalar float64 is not in vectors
+    assert fc.spec_for(t, "rr", "bcast").vec == 2
 
 
 # --- PTX: parameters, vector accesses, contraction -------------------------------------
@@ -194,6 +210,8 @@ PTX_SPECS = {
     "strided mixed": (PLANS["select_clamp"], (D.FLOAT16,) * 3, "lsl", "strided"),
     "strided unused": (P(3, [Ins("neg", (2,))], (3, 0)), (D.COMPLEX128,) * 3, "lul", "strided"),
     "four outputs": (PLANS["four_outputs"], (D.INT8,) * 2, "cc", "contig"),
+    "bcast mixed": (PLANS["select_clamp"], (D.FLOAT16,) * 3, "rsr", "bcast"),
+    "bcast 2 float32": (PLANS["exp_mul_add"], (D.FLOAT32,) * 2, "rr", "bcast"),
 }
 _PTX_CACHE: dict = {}
 
@@ -216,6 +234,13 @@ def test_argument_codes_match_kernel_parameters(name):
 
 def test_contiguous_path_moves_16_byte_vectors():
     spec, text, symbol = _ptx("contig 2 float32")
+    body = _entry(text, symbol)
+    assert re.search(r"ld\.global(\.nc)?\.v(2\.u64|4\.[uf]32)", body)
+    assert re.search(r"st\.global\.v(2\.u64|4\.[uf]32)", body)
+
+
+def test_broadcast_rows_path_moves_16_byte_vectors():
+    spec, text, symbol = _ptx("bcast 2 float32")
     body = _entry(text, symbol)
     assert re.search(r"ld\.global(\.nc)?\.v(2\.u64|4\.[uf]32)", body)
     assert re.search(r"st\.global\.v(2\.u64|4\.[uf]32)", body)

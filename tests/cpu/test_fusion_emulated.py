@@ -92,22 +92,25 @@ def _plan_add():
 
 
 BROADCASTS = {
-    # name: (x shape, operand shape, dims, kernel path)
-    "row bias": ((30, 40), (40,), (1,), "strided"),
-    "column scale": ((30, 40), (30,), (0,), "strided"),
-    "column scale 1": ((30, 40), (30, 1), (0, 1), "strided"),
-    "scalar as view": ((30, 40), (), (), "contig"),
-    "extent 1 to n": ((50,), (1,), (0,), "contig"),
-    "batch": ((4, 5, 6), (5, 6), (1, 2), "strided"),
-    "middle": ((4, 5, 6), (5,), (1,), "strided"),
-    "leading": ((4, 5, 6), (4, 1, 1), (0, 1, 2), "strided"),
+    # name: (x shape, operand shape, dims, kernel path, 16-byte vectors)
+    "row bias": ((30, 40), (40,), (1,), "bcast", True),
+    "column scale": ((30, 40), (30,), (0,), "bcast", True),
+    "column scale 1": ((30, 40), (30, 1), (0, 1), "bcast", True),
+    "scalar as view": ((30, 40), (), (), "contig", True),
+    "extent 1 to n": ((50,), (1,), (0,), "contig", True),
+    "batch": ((4, 5, 6), (5, 6), (1, 2), "bcast", False),
+    "middle": ((4, 5, 6), (5,), (1,), "bcast", False),
+    "middle, rows of 8": ((4, 5, 8), (5,), (1,), "bcast", True),
+    "leading": ((4, 5, 6), (4, 1, 1), (0, 1, 2), "bcast", False),
+    "ragged rows": ((7, 13), (13,), (1,), "bcast", False),
+    "four axes": ((2, 3, 4, 8), (3, 8), (1, 3), "strided", False),
 }
 
 
 @pytest.mark.parametrize("name", list(BROADCASTS))
 def test_broadcast_views(emu, name):
     s, fdev, dev, ctx = emu
-    shape, bs, dims, path = BROADCASTS[name]
+    shape, bs, dims, path, vectors = BROADCASTS[name]
     x = np.arange(np.prod(shape), dtype=np.float32).reshape(shape)
     b = np.arange(np.prod(bs), dtype=np.float32).reshape(bs) * 0.5 + 1
     expanded = [1] * len(shape)
@@ -117,8 +120,32 @@ def test_broadcast_views(emu, name):
     got = s.execute_elementwise_fusion([put(s, x), view], _plan_add())
     assert np.array_equal(get(s, got[0]), x + b.reshape(expanded))
     assert fdev.launches[-1][0] == path
+    if path != "strided":
+        assert bool(fdev.launches[-1][2]["flags"] & 1) == vectors
     if path == "contig":
         assert "s1 = *p1" in ctx.sources[-1][0]  # read once per thread
+
+
+@pytest.mark.parametrize("shift", [0, 1, 4])
+@pytest.mark.parametrize("dtype", [D.INT8, D.FLOAT16, D.FLOAT64, D.COMPLEX128])
+def test_broadcast_rows_vectors_need_aligned_rows(emu, shift, dtype):
+    """A bias row that starts ``shift`` elements into its buffer, beside a compact input
+    (and a scalar): vectors only when every unit-stride row is vector-aligned; the
+    values equal numpy's either way."""
+    s, fdev, dev, ctx = emu
+    rows, cols = 6, 32
+    x = np.arange(rows * cols).reshape(rows, cols).astype(dtype.numpy)
+    b = (np.arange(cols + shift) % 7).astype(dtype.numpy)
+    row = put(s, b).view((cols,), (1,), shift)
+    plan = P(3, [Ins("add", (0, 1)), Ins("mul", (3, 2))], (4,))
+    two = put(s, np.array(2, dtype.numpy))
+    bias = broadcast_view(row, (rows, cols), (1,))
+    got = s.execute_elementwise_fusion([put(s, x), bias, two], plan)
+    want = (x + b[shift:]) * np.array(2, dtype.numpy)
+    assert np.array_equal(get(s, got[0]), want.astype(dtype.numpy))
+    path, _, args = fdev.launches[-1]
+    vec = 16 // dtype.itemsize
+    assert path == "bcast" and bool(args["flags"] & 1) == (shift % vec == 0)
 
 
 def test_hot_path_reuses_everything(emu, monkeypatch):
@@ -165,6 +192,26 @@ def test_chunked_launches(emu, monkeypatch, build):
     assert np.array_equal(get(s, got[0]), want)
     launches = fdev.launches[before:]
     assert len(launches) >= 600 // 64 and all(0 < x[2]["n"] <= 64 for x in launches)
+
+
+@pytest.mark.parametrize("shape,bs,dims", [((20, 32), (32,), (1,)), ((6, 5, 8), (5,), (1,)),
+                                           ((9, 4, 24), (9, 1, 24), (0, 1, 2))],
+                         ids=["row", "middle", "outer and inner"])
+def test_chunked_broadcast_rows(emu, monkeypatch, shape, bs, dims):
+    s, fdev, dev, ctx = emu
+    monkeypatch.setattr(fusion_ops, "CHUNK", 64)
+    x = np.random.default_rng(5).standard_normal(shape).astype(np.float32)
+    b = np.random.default_rng(6).standard_normal(bs).astype(np.float32)
+    expanded = [1] * len(shape)
+    for i, d in enumerate(dims):
+        expanded[d] = bs[i]
+    before = len(fdev.launches)
+    got = s.execute_elementwise_fusion([put(s, x), broadcast_view(put(s, b), shape, dims)],
+                                       _plan_add())
+    assert np.array_equal(get(s, got[0]), x + b.reshape(expanded))
+    launches = fdev.launches[before:]
+    assert len(launches) >= x.size // 64 and all(0 < a["n"] <= 64 for _, _, a in launches)
+    assert all(path == "bcast" and a["flags"] & 1 for path, _, a in launches)
 
 
 def test_rank0_inputs_and_outputs(emu):

@@ -1,13 +1,16 @@
 """The kernels the fusion code generator writes, run on the CPU: execute_elementwise_fusion
 over host memory for every named plan x dtype (tests/gpu/test_fusion_plans.py; float16
 and bfloat16 convert through PTX and are left to the GPU tier), on compact inputs (the
-contiguous kernel, its 16-byte vectors and tail) and on stepped, reversed views (the
-strided kernel). A first pass with launches switched off collects the generated sources;
-they are compiled together by the host C++ compiler against tests/reference/cuda_emu.py;
-the second pass runs them through the library's prepared launches (the kernel reads the
-packed parameters at the types of its generated signature). Outputs against numpy op by
-op: bit for bit where every instruction is exact by contract, within the transcendental
-tolerance otherwise. Skipped when no host C++ compiler is present."""
+contiguous kernel, its 16-byte vectors and tail), on stepped, reversed views (the strided
+kernel) and beside broadcast rows and columns (the broadcast-rows kernel, its vectors and
+its element walk). A first pass with launches switched off collects the generated
+sources; they are compiled together by the host C++ compiler against
+tests/reference/cuda_emu.py; the second pass runs them through the library's prepared
+launches (the kernel reads the packed parameters at the types of its generated
+signature). Outputs against numpy op by op: bit for bit where every instruction is exact
+by contract, within the transcendental tolerance otherwise. Skipped when no host C++
+compiler is present.
+"""
 
 from __future__ import annotations
 
@@ -26,6 +29,7 @@ from reference.fake_context import (
 from test_fusion_plans import PLAN_CASES, PLANS, close, is_exact, make_inputs, reference
 
 from tenferro_cuda.dtypes import DType
+from tenferro_cuda.fusion_views import broadcast_view
 from tenferro_cuda.kernels import launch as launch_mod
 from tenferro_cuda.ops import fusion
 from tenferro_cuda.tensor import TensorView
@@ -33,8 +37,11 @@ from tenferro_cuda.tensor import TensorView
 D = DType
 CASES = PLAN_CASES
 IDS = [f"{name}-{d.value}" for name, d in CASES]
-LAYOUTS = ("compact", "stepped")
+LAYOUTS = ("compact", "stepped", "rows", "columns")
 SHAPE = (2 * 512 + 21,)
+# the broadcast layouts: every input after the first a bias row (rows a multiple of every
+# vector width: the 16-byte vector walk) or a column (rows of 21: the element walk)
+GRID = {"rows": (5, 48), "columns": (6, 21)}
 
 class _Context(FakeContext):
     """Host memory; the generated sources are recorded, their kernels named by expression."""
@@ -60,8 +67,10 @@ def _run(session, name: str, dtype: DType, layout: str):
     """(fused outputs, numpy reference, exact) of plan ``name`` over ``layout`` inputs."""
     plan = PLANS[name]
     dtypes = [dtype] * plan.num_inputs
-    arrays = _domain(name, dtype, make_inputs(5, dtypes, SHAPE))
+    arrays = _domain(name, dtype, make_inputs(5, dtypes, GRID.get(layout, SHAPE)))
     ctx = session.ctx
+    if layout in GRID:
+        return _run_broadcast(session, plan, arrays, layout, is_exact(plan, dtypes))
     if layout == "compact":
         xs = [host_upload(ctx, a) for a in arrays]
     else:  # every other element, last to first
@@ -69,6 +78,21 @@ def _run(session, name: str, dtype: DType, layout: str):
               for a in arrays]
     return session.execute_elementwise_fusion(xs, plan), reference(plan, arrays), \
         is_exact(plan, dtypes)
+
+
+def _run_broadcast(session, plan, arrays: list[np.ndarray], layout: str, exact: bool):
+    """``plan`` over a compact first input and broadcast views of a row or a column."""
+    ctx = session.ctx
+    xs = [host_upload(ctx, arrays[0])]
+    for k in range(1, len(arrays)):
+        if layout == "rows":
+            small, dims = np.ascontiguousarray(arrays[k][0]), (1,)
+        else:
+            small, dims = np.ascontiguousarray(arrays[k][:, 0]), (0,)
+        xs.append(broadcast_view(host_upload(ctx, small), arrays[0].shape, dims))
+        arrays[k] = np.broadcast_to(small[None, :] if layout == "rows" else small[:, None],
+                                    arrays[0].shape)
+    return session.execute_elementwise_fusion(xs, plan), reference(plan, arrays), exact
 
 
 _collected: dict[str, str] = {}

@@ -167,30 +167,45 @@ def _host(shape, dtype=np.float32):
 
 
 WALKS = {
-    # name: (output shape, input builders, live, (contig, classes, merged shape))
+    # name: (output shape, input builders, live, (path, classes, merged shape))
     "compact": ((4, 5), [lambda: _host((4, 5)), lambda: _host((4, 5))], (1, 1),
-                (True, "cc", (20,))),
+                ("contig", "cc", (20,))),
     "scalar and unused": ((4, 5), [lambda: _host(()), lambda: _host((4, 5)),
-                                   lambda: _host((9,))], (1, 1, 0), (True, "scu", (20,))),
-    "offset slice": ((7,), [lambda: _host((9,))[1:8]], (1,), (True, "c", (7,))),
-    "one element": ((1, 1), [lambda: _host((1, 1))], (1,), (True, "c", ())),
+                                   lambda: _host((9,))], (1, 1, 0), ("contig", "scu", (20,))),
+    "offset slice": ((7,), [lambda: _host((9,))[1:8]], (1,), ("contig", "c", (7,))),
+    "one element": ((1, 1), [lambda: _host((1, 1))], (1,), ("contig", "c", ())),
     "stride-0 view": ((4, 5), [lambda: broadcast_view(_host(()), (4, 5), ())], (1,),
-                      (True, "s", (20,))),
+                      ("contig", "s", (20,))),
     "row bias": ((4, 5), [lambda: _host((4, 5)), lambda: broadcast_view(_host((5,)), (4, 5),
                                                                          (1,))],
-                 (1, 1), (False, "ll", (4, 5))),
-    "transposed": ((5, 4), [lambda: _host((4, 5)).T], (1,), (False, "l", (5, 4))),
-    "every other": ((6,), [lambda: _host((12,))[::2]], (1,), (False, "l", (6,))),
-    "reversed": ((6,), [lambda: _host((6,))[::-1]], (1,), (False, "l", (6,))),
-    "rank 9 compact": ((2,) * 9, [lambda: _host((2,) * 9)], (1,), (True, "c", (512,))),
+                 (1, 1), ("bcast", "rr", (4, 5))),
+    "column": ((4, 5), [lambda: _host((4, 5)), lambda: broadcast_view(_host((4,)), (4, 5),
+                                                                       (0,))],
+               (1, 1), ("bcast", "rr", (4, 5))),
+    "middle axis": ((3, 4, 5), [lambda: _host((3, 4, 5)),
+                                lambda: broadcast_view(_host((4,)), (3, 4, 5), (1,))],
+                    (1, 1), ("bcast", "rr", (3, 4, 5))),
+    "row bias, scalar": ((4, 5), [lambda: broadcast_view(_host((5,)), (4, 5), (1,)),
+                                  lambda: _host(())], (1, 1), ("bcast", "rs", (4, 5))),
+    "row of a slice": ((4, 5), [lambda: _host((4, 8))[:, 1:6]], (1,),
+                       ("bcast", "r", (4, 5))),
+    "four axes": ((2, 3, 4, 5), [lambda: _host((2, 3, 4, 5)),
+                                 lambda: broadcast_view(_host((3,)), (2, 3, 4, 5), (1,)),
+                                 lambda: broadcast_view(_host((5,)), (2, 3, 4, 5), (3,))],
+                  (1, 1, 1), ("strided", "lll", (2, 3, 4, 5))),
+    "transposed": ((5, 4), [lambda: _host((4, 5)).T], (1,), ("strided", "l", (5, 4))),
+    "every other": ((6,), [lambda: _host((12,))[::2]], (1,), ("strided", "l", (6,))),
+    "reversed": ((6,), [lambda: _host((6,))[::-1]], (1,), ("strided", "l", (6,))),
+    "rank 9 compact": ((2,) * 9, [lambda: _host((2,) * 9)], (1,), ("contig", "c", (512,))),
 }
 
 
 @pytest.mark.parametrize("name", list(WALKS))
 def test_walks(name):
-    shape, builders, live, (contig, classes, merged) = WALKS[name]
+    shape, builders, live, (path, classes, merged) = WALKS[name]
     w = walk(shape, [b() for b in builders], [bool(x) for x in live])
-    assert (w.contig, w.classes, w.shape) == (contig, classes, merged)
+    assert (w.path, w.classes, w.shape) == (path, classes, merged)
+    assert w.contig == (path == "contig")
     assert len(w.strides) == 1 + len(w.arrays) == len(w.offsets)
 
 

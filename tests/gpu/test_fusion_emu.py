@@ -115,7 +115,10 @@ class Kernel:
 
     def __init__(self, source: str, expression: str) -> None:
         self.source, self.expression = source, expression
-        self.path = "contig" if "contig kernel" in source.splitlines()[0] else "strided"
+        self.path = source.splitlines()[0].split(": ")[1].split()[0]  # "<path> kernel; ..."
+        assert self.path in ("contig", "bcast", "strided")
+        vec = re.search(r"nvec = n / (\d+);", source)
+        self.vec = int(vec.group(1)) if vec else 0
         sig = source[source.index("kernel(\n") + 7: source.index(") {", source.index("kernel(\n"))]
         self.params = []
         for decl in (p.strip() for p in sig.replace("\n", " ").split(",")):
@@ -134,12 +137,16 @@ class Kernel:
         self.results = [(int(j), int(v)) for j, v in _RESULT.findall(body)]
         calls = re.findall(r"body\((.*?)\);", source[source.index("__global__"):])
         elem = [c for c in calls if "[k]" not in c]
-        assert len(elem) == 1 and len(calls) == (2 if self.path == "contig" else 1)
+        assert len(elem) == 1 and len(calls) == (1 if self.path == "strided" else 2)
         self.slots = []  # per body input: (class, kernel slot k)
         for arg in _split(elem[0])[: len(self.body_inputs)]:
             m = re.fullmatch(r"p(\d+)\[(i|f(\d+))\]|s(\d+)", arg)
-            assert m, arg
-            if m.group(4) is not None:
+            row = re.fullmatch(r"p(\d+)\[tf::bc_offset\(l(\d+), i0, i1, i2\)\]", arg)
+            assert m or row, arg
+            if row:
+                assert row.group(1) == row.group(2) and self.path == "bcast"
+                self.slots.append(("r", int(row.group(1))))
+            elif m.group(4) is not None:
                 self.slots.append(("s", int(m.group(4))))
             else:
                 k = int(m.group(1))
@@ -174,10 +181,31 @@ class FusionDevice:
             aligned = [args[o] for o in outs] + [args[f"p{k}"] for c, k in kernel.slots
                                                  if c == "c"]
             assert all(p % 16 == 0 for p in aligned), "vector path with a misaligned pointer"
+        if kernel.path == "bcast" and args["flags"] & 1:
+            self._check_row_vectors(kernel, args, dtypes, outs)
         for j, vid in kernel.results:
             arr, i = self.mem.array(args[f"q{j}"], dtypes[f"q{j}"])
             assert i + n <= len(arr), "output written past its allocation"
             arr[i: i + n] = env[f"v{vid}"]
+
+    @staticmethod
+    def _check_row_vectors(kernel, args, dtypes, outs) -> None:
+        """What the broadcast-rows vector path needs (layout.bcast_vectors): rows a
+        multiple of the vector, every unit-stride operand's rows vector-aligned."""
+        vec = kernel.vec
+        first = next(k for c, k in kernel.slots if c == "r")
+        shape = args[f"l{first}"][0]
+        assert len(shape) == 3 and shape[-1] % vec == 0, "vector path over ragged rows"
+        for o in outs:
+            assert args[o] % (dtypes[o].itemsize * vec) == 0, "misaligned output rows"
+        for c, k in kernel.slots:
+            lshape, lstrides, loff = args[f"l{k}"] if c == "r" else (None, None, None)
+            if c != "r" or lstrides[-1] == 0:
+                continue
+            item = dtypes[f"p{k}"].itemsize
+            assert (args[f"p{k}"] + loff * item) % (item * vec) == 0, "misaligned input rows"
+            assert all(st % vec == 0 for e, st in zip(lshape[:-1], lstrides) if e > 1), \
+                "input rows off the vector grid"
 
     def _read(self, kernel, args, cls, k, dtype, n) -> np.ndarray:
         arr, i = self.mem.array(args[f"p{k}"], dtype)
@@ -186,7 +214,8 @@ class FusionDevice:
         if cls == "c":
             assert kernel.path == "contig" and i + n <= len(arr), "read past the allocation"
             return arr[i: i + n].copy()
-        first = next(kk for c, kk in kernel.slots if c == "l")
+        first = next(kk for c, kk in kernel.slots if c == cls)
+        assert cls == ("r" if kernel.path == "bcast" else "l")
         shape = args[f"l{first}"][0]
         lshape, lstrides, loff = args[f"l{k}"]
         assert lshape == shape and n == int(np.prod(shape)) and i == 0

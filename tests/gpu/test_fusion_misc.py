@@ -68,6 +68,45 @@ def test_bias_add_and_scaling(s, dtype):
     assert close(down(s, got), want, True) is None
 
 
+BROADCAST_ROWS = {
+    # name: (output shape, operand shape, dims, elements before the operand in its buffer)
+    "bias row": ((64, 96), (96,), (1,), 0),
+    "bias row, shifted": ((64, 96), (96,), (1,), 1),
+    "column": ((64, 96), (64,), (0,), 0),
+    "middle axis": ((8, 16, 32), (16,), (1,), 0),
+    "outer and inner": ((8, 16, 32), (8, 1, 32), (0, 1, 2), 0),
+    "ragged rows": ((33, 17), (17,), (1,), 0),
+}
+
+
+@pytest.mark.parametrize("name", list(BROADCAST_ROWS))
+@pytest.mark.parametrize("dtype", [D.FLOAT32, D.FLOAT16, D.INT8, D.FLOAT64, D.COMPLEX128],
+                         ids=lambda d: d.value)
+def test_broadcast_rows_path(s, name, dtype):
+    """The broadcast-rows kernel (16-byte vectors along aligned rows of a multiple of the
+    vector width, the element walk otherwise) equals the same plan op by op, and numpy."""
+    shape, bs, dims, shift = BROADCAST_ROWS[name]
+    x, z, b = make_inputs(8, [dtype] * 3, shape)
+    small = np.concatenate([np.zeros(shift, dtype.numpy), b.reshape(-1)[:int(np.prod(bs))]])
+    operand = up(s, small).view(bs, tuple(int(np.prod(bs[i + 1:])) for i in range(len(bs))),
+                                shift)
+    view = broadcast_view(operand, shape, dims)
+    plan = P(3, [Ins("add", (0, 1)), Ins("mul", (3, 2)), Ins("sub", (4, 1))], (5, 3))
+    xs = [up(s, x), view, up(s, z)]
+    fused = s.execute_elementwise_fusion(xs, plan)
+    expanded = [1] * len(shape)
+    for i, d in enumerate(dims):
+        expanded[d] = bs[i]
+    bb = np.broadcast_to(small[shift:].reshape(bs).reshape(expanded), shape)
+    for f, w in zip(fused, unfused(s, plan, xs)):
+        assert f.shape == shape and close(down(s, f), down(s, w), True) is None
+    if dtype in (D.FLOAT64, D.INT8):  # exact in numpy too (int8 wraps as the kernels do)
+        with np.errstate(over="ignore"):
+            plus = x + bb
+            assert np.array_equal(down(s, fused[1]), plus)
+            assert np.array_equal(down(s, fused[0]), plus * z - bb)
+
+
 def test_rank0_plan(s):
     x, y = up(s, np.array(6, np.int8)), up(s, np.array(-7, np.int8))
     a, b = s.execute_elementwise_fusion([x, y], P(2, [Ins("mul", (0, 1)), Ins("abs", (2,))],

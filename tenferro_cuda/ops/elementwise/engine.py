@@ -49,7 +49,7 @@ if TYPE_CHECKING:
     from ...memory import _Arena
 
 __all__ = ["Prep", "prep", "run", "resident_blocks", "operand_dtypes", "Value", "CONTIG_CODES",
-           "STRIDED_CODES", "VALUE"]
+           "STRIDED_CODES", "VALUE", "MAX_GRID"]
 
 NOTHING = object()  # no scalar converted yet (``Prep.scalar``)
 CONTIG_CODES = "PPPPIiPiQQQ"

@@ -39,8 +39,8 @@ from ...kernels.args import layout_bytes
 from ...memo import BoundedCache
 from ...shapes.fusion import TypedPlan, output_shape, type_plan
 from ...tensor import Tensor, TensorView, _Strided
-from ..elementwise.engine import base_ptr, resident_blocks
-from ..elementwise.layout import CHUNK, chunks
+from ..elementwise.engine import MAX_GRID, base_ptr, resident_blocks
+from ..elementwise.layout import CHUNK, bcast_vectors, chunks, pad3
 from .fast import Hot, hot_path
 from .walk import Walk, walk
 
@@ -54,7 +54,7 @@ class FusionPrep:
     """A compiled plan for one (input dtypes, layout classes), on one execution context."""
 
     __slots__ = ("fn", "launch", "contig", "nin", "dtypes", "classes", "outs", "per_block",
-                 "cap", "err", "cdiv", "cpow", "home", "hot")
+                 "vec", "cap", "err", "cdiv", "cpow", "home", "hot")
     fn: Any
     launch: Any  # the PreparedLaunch of the kernel (tail: err, cdiv, cpow)
     contig: bool
@@ -63,6 +63,7 @@ class FusionPrep:
     classes: str  # per input: c, s, l, u
     outs: tuple[tuple[DType, int], ...]  # (dtype, itemsize) per output
     per_block: int  # elements per block and grid-stride step
+    vec: int  # elements per 16-byte vector (contiguous and broadcast-rows paths)
     cap: int  # blocks in one full wave
     err: int  # the error word (0: no live op can raise)
     cdiv: int
@@ -163,6 +164,8 @@ def general(ctx: ExecContext, inputs: Any, plan: Any) -> list[Tensor] | None:
             if prep.hot is None:
                 prep.hot = hot_path(prep)
             ctx.memo.put(plan, prep.hot)
+    elif w.path == "bcast":
+        _bcast(prep, w, inputs, outs)
     else:
         _strided(prep, w, inputs, outs)
     return outs
@@ -175,15 +178,18 @@ def _prepare(ctx: ExecContext, entry: FusionEntry, plan: ElementwiseFusionPlan,
     prep = entry.preps.get(key)
     if prep is not None:
         return prep
-    spec = spec_for(typed, w.classes, "contig" if w.contig else "strided")
+    spec = spec_for(typed, w.classes, w.path)
     gen = generate(spec)
     fn = ctx.source_function(gen.source, gen.name, gen.expression, OPTIONS, op=OP)
     prep = FusionPrep()
     prep.fn, prep.contig, prep.nin, prep.hot = fn, w.contig, len(dtypes), None
     prep.dtypes, prep.classes = dtypes, w.classes
     prep.outs = tuple((d, d.itemsize) for d in typed.out_dtypes)
-    prep.per_block = BLOCK * UNROLL * spec.vec if w.contig else BLOCK
-    prep.cap = ctx.sm_count * resident_blocks(ctx, fn)
+    prep.per_block = BLOCK if w.path == "strided" else BLOCK * UNROLL * spec.vec
+    prep.vec = spec.vec
+    # The broadcast-rows grid covers the walk in one step, as the unfused ew_bcast's does
+    # (ops/elementwise/engine.py: measured faster than a one-wave grid-stride grid).
+    prep.cap = MAX_GRID if w.path == "bcast" else ctx.sm_count * resident_blocks(ctx, fn)
     prep.err = ctx.err_word.ptr if typed.reasons else 0
     prep.cdiv = ctx.error_code(OP, "integer division by zero") if typed.reasons else 0
     prep.cpow = ctx.error_code(OP, "negative integer exponent") if typed.reasons else 0
@@ -213,6 +219,32 @@ def _contig(prep: FusionPrep, w: Walk, inputs: Sequence[_Strided],
         blocks = min(-(-count // prep.per_block), prep.cap)
         run(blocks, *[p + start * s for p, s in zip(optrs, osteps)],
             *[p + start * s for p, s in zip(iptrs, isteps)], count, flags)
+
+
+def _bcast(prep: FusionPrep, w: Walk, inputs: Sequence[_Strided], outs: list[Tensor]) -> None:
+    """The broadcast-rows launches: rank-3 layouts, vectors when ``bcast_vectors`` allows."""
+    optrs = [base_ptr(t) for t in outs]
+    oitems = [item for _, item in prep.outs]
+    slot = {k: i for i, k in enumerate(w.arrays, start=1)}  # index in w.strides
+    run = prep.launch.run
+    for piece, piece_strides, offsets in chunks(w.shape, w.strides, w.offsets, CHUNK):
+        shape, strides = pad3(piece, piece_strides)
+        args: list = [p + offsets[0] * item for p, item in zip(optrs, oitems)]
+        addresses, items = list(args), list(oitems)
+        vstrides = [strides[0]] * len(optrs)
+        for k, (x, c) in enumerate(zip(inputs, prep.classes)):
+            if c == "r":
+                i = slot[k]
+                base, item = base_ptr(x), x.dtype.itemsize
+                args += [base, layout_bytes(shape, strides[i], offsets[i])]
+                addresses.append(base + offsets[i] * item)
+                items.append(item)
+                vstrides.append(strides[i])
+            elif c == "s":
+                args.append(base_ptr(x) + x.offset * x.dtype.itemsize)
+        flags = int(bcast_vectors(shape, vstrides, addresses, items, prep.vec))
+        n = math.prod(shape)
+        run(min(-(-n // prep.per_block), prep.cap), *args, n, flags)
 
 
 def _strided(prep: FusionPrep, w: Walk, inputs: Sequence[_Strided],

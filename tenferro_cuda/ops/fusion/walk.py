@@ -9,15 +9,19 @@ extent-1 axes drop) and gives each input a layout class:
   after merging, e.g. a broadcast scalar): read once per thread;
 - ``c``: compact along the flat index (stride 1 after merging to one axis): the
   **contiguous** path, 16-byte vectors when every compact pointer is 16-byte aligned;
-- ``l``: anything else (transposed, sliced, broadcast rows or columns, negative strides):
-  the **strided** path with one ``tf::Layout`` per such input, one division chain per
+- ``r``: at most three merged axes, every array with stride 1 or 0 along the last one
+  (a bias row, a column, a middle axis broadcast beside compact rows): the
+  **broadcast-rows** path, one rank-3 ``tf::Layout`` per such input (leading extents of
+  1 pad the rank), 16-byte vectors along the rows;
+- ``l``: anything else (transposed, sliced, negative strides, more axes): the
+  **strided** path with one ``tf::Layout`` per such input, one division chain per
   element for all of them;
 - ``u``: no output depends on it: not passed to the kernel.
 
 The contiguous path is taken when every ``c``/``l`` candidate is compact; otherwise the
-strided path, unless the merged walk has more than 8 axes (``walk`` returns None: the
-plan is declined). Kernels index with 32 bits: launches are split below ``CHUNK``
-elements (``ops/elementwise/layout.chunks``).
+broadcast-rows path when it fits, else the strided path, unless the merged walk has more
+than 8 axes (``walk`` returns None: the plan is declined). Kernels index with 32 bits:
+launches are split below ``CHUNK`` elements (``ops/elementwise/layout.chunks``).
 """
 
 from __future__ import annotations
@@ -32,12 +36,16 @@ from .._layout import coalesce
 
 
 class Walk(NamedTuple):
-    contig: bool
-    classes: str  # one layout class per input: c, s, l or u
+    path: str  # the kernel path: contig, bcast or strided
+    classes: str  # one layout class per input: c, s, r, l or u
     shape: tuple[int, ...]  # merged
     arrays: tuple[int, ...]  # inputs of class c or l, in order
     strides: tuple[tuple[int, ...], ...]  # merged strides: the outputs', then each array's
     offsets: tuple[int, ...]  # element offsets: 0 for the outputs, then each array's
+
+    @property
+    def contig(self) -> bool:
+        return self.path == "contig"
 
     @property
     def size(self) -> int:
@@ -60,10 +68,15 @@ def walk(shape: Sequence[int], inputs: Sequence[_Strided], live: Sequence[bool])
         else:
             arrays.append(k)
     astrides = [cstrides[0]] + [st for k, st in zip(cand, cstrides[1:]) if k in arrays]
-    contig = len(cshape) <= 1 and all(st[0] == 1 for st in astrides[1:] if st)
-    if not contig and len(cshape) > MAX_RANK:
+    if len(cshape) <= 1 and all(st[0] == 1 for st in astrides[1:] if st):
+        path, cls = "contig", "c"
+    elif len(cshape) <= 3 and all(st[-1] in (0, 1) for st in astrides[1:]):
+        path, cls = "bcast", "r"  # the outputs' last stride is 1 (compact, merged)
+    elif len(cshape) > MAX_RANK:
         return None
+    else:
+        path, cls = "strided", "l"
     for k in arrays:
-        classes[k] = "c" if contig else "l"
-    return Walk(contig, "".join(classes), tuple(cshape), tuple(arrays), tuple(astrides),
+        classes[k] = cls
+    return Walk(path, "".join(classes), tuple(cshape), tuple(arrays), tuple(astrides),
                 (0, *(inputs[k].offset for k in arrays)))
