@@ -90,28 +90,7 @@ $scalars""",
     "contig": """\
   tf::u32 done = 0;
   if (flags & 1) {
-    const tf::u32 nvec = n / $vec;
-    for (tf::u32 v = blockIdx.x * (blockDim.x * $unroll) + threadIdx.x; v < nvec;
-         v += nthreads * $unroll) {
-$vec_decls
-#pragma unroll
-      for (int u = 0; u < $unroll; ++u) {
-        const tf::u32 w = v + u * blockDim.x;
-        if (w < nvec) {
-$vec_loads
-        }
-      }
-#pragma unroll
-      for (int u = 0; u < $unroll; ++u) {
-        const tf::u32 w = v + u * blockDim.x;
-        if (w < nvec) {
-$vec_outs
-#pragma unroll
-          for (int k = 0; k < $vec; ++k) body($vec_args);
-$vec_stores
-        }
-      }
-    }
+$vec_loop
     done = nvec * $vec;
   }
   for (tf::u32 i = done + blockIdx.x * blockDim.x + threadIdx.x; i < n; i += nthreads) {
@@ -149,30 +128,7 @@ $elem_stores
   const tf::u32 q = l$first.shape[0] == 1 ? 0u : (tf::u32)l$first.shape[1];
   const tf::u32 width = (tf::u32)l$first.shape[2];
   if (flags & 1) {
-    const tf::u32 nvec = n / $vec;
-    for (tf::u32 v = blockIdx.x * (blockDim.x * $unroll) + threadIdx.x; v < nvec;
-         v += nthreads * $unroll) {
-$vec_decls
-#pragma unroll
-      for (int u = 0; u < $unroll; ++u) {
-        const tf::u32 w = v + u * blockDim.x;
-        if (w < nvec) {
-          tf::i64 i0, i1, i2;
-          tf::bc_split(w * $vec, q, width, i0, i1, i2);
-$row_loads
-        }
-      }
-#pragma unroll
-      for (int u = 0; u < $unroll; ++u) {
-        const tf::u32 w = v + u * blockDim.x;
-        if (w < nvec) {
-$vec_outs
-#pragma unroll
-          for (int k = 0; k < $vec; ++k) body($vec_args);
-$vec_stores
-        }
-      }
-    }
+$vec_loop
     return;
   }
   for (tf::u32 i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += nthreads) {
@@ -186,6 +142,33 @@ $elem_stores
 
 }  // namespace $ns
 """,
+    # the 16-byte vector loop of both vector paths ($vec_loads: the loads of one vector)
+    "vec_loop": """\
+    const tf::u32 nvec = n / $vec;
+    for (tf::u32 v = blockIdx.x * (blockDim.x * $unroll) + threadIdx.x; v < nvec;
+         v += nthreads * $unroll) {
+$vec_decls
+#pragma unroll
+      for (int u = 0; u < $unroll; ++u) {
+        const tf::u32 w = v + u * blockDim.x;
+        if (w < nvec) {
+$vec_loads
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < $unroll; ++u) {
+        const tf::u32 w = v + u * blockDim.x;
+        if (w < nvec) {
+$vec_outs
+#pragma unroll
+          for (int k = 0; k < $vec; ++k) body($vec_args);
+$vec_stores
+        }
+      }
+    }""",
+    "row_split": """\
+          tf::i64 i0, i1, i2;
+          tf::bc_split(w * $vec, q, width, i0, i1, i2);""",
     "vec_decl": "      $T a$k[$unroll][$vec];",
     "vec_load": "          tf::vload(a$k[u], p$k + w * $vec);",
     "vec_out": "          $T b$j[$vec];",
@@ -333,6 +316,18 @@ def _lines(name: str, items: Sequence[tuple[int, int]], ct: Sequence[str], *, sl
     return "\n".join(_fill(name, T=ct[v], **{slot: i}, **extra) for i, v in items)
 
 
+def _vec_loop(spec: KernelSpec, arrays: Sequence[tuple[int, int]], loads: str) -> str:
+    """The vector loop over ``arrays`` (slot, value id), each vector loaded by ``loads``."""
+    ct = [d.ctype for d in spec.values]
+    outs = list(enumerate(spec.outputs))
+    vec = spec.vec
+    return _fill("vec_loop", vec=vec, unroll=UNROLL, vec_loads=loads,
+                 vec_decls=_lines("vec_decl", arrays, ct, vec=vec, unroll=UNROLL),
+                 vec_outs=_lines("vec_out", outs, ct, slot="j", vec=vec),
+                 vec_stores=_lines("vec_store", outs, ct, slot="j", vec=vec),
+                 vec_args=_args(spec, "arg_vec", "arg_out_vec", row="arg_vec"))
+
+
 def generate(spec: KernelSpec) -> Generated:
     """The CUDA C source of ``spec``'s kernel, its name and its NVRTC name expression."""
     digest = spec.digest
@@ -356,23 +351,16 @@ def generate(spec: KernelSpec) -> Generated:
                   elem_stores=_lines("elem_store", outs, ct, slot="j"))
     if spec.path == "contig":
         arrays = [(k, v) for k, (v, c) in ins if c == "c"]
-        vec = spec.vec
-        text += _fill("contig", vec=vec, unroll=UNROLL, **common,
-                      vec_decls=_lines("vec_decl", arrays, ct, vec=vec, unroll=UNROLL),
-                      vec_loads=_lines("vec_load", arrays, ct, vec=vec),
-                      vec_outs=_lines("vec_out", outs, ct, slot="j", vec=vec),
-                      vec_stores=_lines("vec_store", outs, ct, slot="j", vec=vec),
-                      vec_args=_args(spec, "arg_vec", "arg_out_vec"),
+        loads = _lines("vec_load", arrays, ct, vec=spec.vec)
+        text += _fill("contig", vec=spec.vec, **common,
+                      vec_loop=_vec_loop(spec, arrays, loads),
                       elem_args=_args(spec, "arg_elem", "arg_out_elem"))
     elif spec.path == "bcast":
         rows = [(k, v) for k, (v, c) in ins if c == "r"]
-        vec = spec.vec
-        text += _fill("bcast", vec=vec, unroll=UNROLL, **common, first=rows[0][0],
-                      vec_decls=_lines("vec_decl", rows, ct, vec=vec, unroll=UNROLL),
-                      row_loads=_lines("row_load", rows, ct, vec=vec),
-                      vec_outs=_lines("vec_out", outs, ct, slot="j", vec=vec),
-                      vec_stores=_lines("vec_store", outs, ct, slot="j", vec=vec),
-                      vec_args=_args(spec, "arg_vec", "arg_out_vec", row="arg_vec"),
+        loads = _fill("row_split", vec=spec.vec) + "\n" + _lines("row_load", rows, ct,
+                                                                  vec=spec.vec)
+        text += _fill("bcast", **common, first=rows[0][0],
+                      vec_loop=_vec_loop(spec, rows, loads),
                       elem_args=_args(spec, "arg_elem", "arg_out_elem"))
     else:
         layouts = [(k, v) for k, (v, c) in ins if c == "l"]
