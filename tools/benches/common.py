@@ -173,6 +173,17 @@ def release_peer_memory(torch, cupy) -> None:
         cupy.get_default_memory_pool().free_all_blocks()
 
 
+def case_rows(s, torch, cupy, row, cases) -> list[Row]:
+    """``row(s, torch, cupy, *case)`` for each case, every case's tensors freed before
+    the next (they die on return; the peers' caches are emptied)."""
+    rows = []
+    for case in cases:
+        rows.append(row(s, torch, cupy, *case))
+        s.synchronize()
+        release_peer_memory(torch, cupy)
+    return rows
+
+
 def bare_launch(s):
     """A bare ``cuLaunchKernel`` of a 1-block fill with pre-packed arguments on the session
     stream (the floor of any launch from Python)."""

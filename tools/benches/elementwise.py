@@ -32,6 +32,7 @@ from tenferro_cuda.tensor import TensorView, compact_strides
 from .common import (
     Row,
     bare_launch,
+    case_rows,
     cupy_ms,
     gbps,
     host_us_group,
@@ -179,12 +180,7 @@ def _broadcast_row(s, torch, cupy, name, shape, small, strides, peer_shape) -> R
 
 
 def broadcast(s, torch, cupy) -> list[Row]:
-    rows = []
-    for case in BROADCASTS:
-        rows.append(_broadcast_row(s, torch, cupy, *case))  # its tensors die on return
-        s.synchronize()
-        release_peer_memory(torch, cupy)
-    return rows
+    return case_rows(s, torch, cupy, _broadcast_row, BROADCASTS)
 
 
 def run(s) -> list[Row]:

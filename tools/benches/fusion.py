@@ -37,7 +37,17 @@ import numpy as np
 from tenferro_cuda.configs.fusion import ElementwiseFusionPlan, FusionInstruction
 from tenferro_cuda.tensor import TensorView, compact_strides
 
-from .common import Row, cupy_ms, gbps, host_us, peers, release_peer_memory, session_ms, torch_ms
+from .common import (
+    Row,
+    case_rows,
+    cupy_ms,
+    gbps,
+    host_us,
+    peers,
+    release_peer_memory,
+    session_ms,
+    torch_ms,
+)
 from .elementwise import BROADCASTS
 
 FAMILY = "fusion"
@@ -251,12 +261,7 @@ def bias_add(s, torch, cupy) -> list[Row]:
     """A one-instruction plan over a compact input and a broadcast view: the bias row, a
     column, a scalar and a middle axis (the layouts of the ``add`` rows of the
     elementwise family, on the fusion kernels)."""
-    rows = []
-    for case in BROADCASTS:
-        rows.append(_broadcast_plan_row(s, torch, cupy, *case))  # its tensors die on return
-        s.synchronize()
-        release_peer_memory(torch, cupy)
-    return rows
+    return case_rows(s, torch, cupy, _broadcast_plan_row, BROADCASTS)
 
 
 def run(s) -> list[Row]:
