@@ -35,7 +35,8 @@ def test_compile_every_instantiation(fam, arch, part):
     assert prog.image[:4] == b"\x7fELF"
 
 
-@pytest.mark.parametrize("fam,entries", [("elementwise", {"ew_contig", "ew_strided", "ew_bcast"}),
+@pytest.mark.parametrize("fam,entries", [("elementwise", {"ew_contig", "ew_strided", "ew_bcast",
+                                                         "ew_small"}),
                                          ("cast", {"cast_contig", "cast_strided"})])
 def test_registry_matches_sources(fam, entries):
     f = family(fam)

@@ -48,7 +48,7 @@ def test_every_kind_and_dtype(emu, key, dtype):
     assert mismatch(get(s, out), want, tolerance(key, dtype.numpy)) is None
     compiled = set(family("elementwise").all_expressions())
     assert rt.compiled and all(expr in compiled for _, expr in rt.compiled)
-    assert dev.launches[-1][0] == "contig" and dev.launches[-1][4][5] & 8  # aligned: vectors
+    assert dev.launches[-1][0] == "small"  # 15 elements: one thread each
 
 
 PAIRS = [(a, b) for a in ALL_DTYPES for b in ALL_DTYPES]
@@ -67,15 +67,15 @@ def test_cast_every_pair(emu, src, dst):
 
 LAYOUTS = {
     # name: (base shape, view builder over a base tensor/array, kernel path)
-    "rank0": ((), lambda t: t, "contig"),
+    "rank0": ((), lambda t: t, "small"),
     "empty": ((0, 3), lambda t: t, None),
-    "one": ((1,), lambda t: t, "contig"),
-    "odd": ((7, 3), lambda t: t, "contig"),
-    "rank6": ((2, 3, 1, 2, 3, 2), lambda t: t, "contig"),
+    "one": ((1,), lambda t: t, "small"),
+    "odd": ((7, 3), lambda t: t, "small"),
+    "rank6": ((2, 3, 1, 2, 3, 2), lambda t: t, "small"),
     "transposed": ((5, 7), lambda t: t.T, "strided"),
     "big transposed": ((48, 40), lambda t: t.T, "strided"),
     "negative": ((6, 5), lambda t: t[::-1, ::-2], "strided"),
-    "offset slice": ((9,), lambda t: t[1:8], "contig"),
+    "offset slice": ((9,), lambda t: t[1:8], "small"),
     "rank6 permuted": ((2, 3, 2, 3, 2, 2), lambda t: _permute(t, (5, 3, 1, 0, 2, 4)),
                        "strided"),
 }
@@ -129,7 +129,7 @@ def test_real_scalar_with_complex(emu, op, cplx):
     want, _ = REF[op](z, r.astype(cplx.numpy))
     got = get(s, getattr(s, op)(put(s, z), put(s, r)))
     assert got.dtype == cplx.numpy and mismatch(got, want, tolerance(op, cplx.numpy)) is None
-    assert [x[0] for x in dev.launches[-2:]] == ["contig", "contig"]  # promote, then op
+    assert [x[0] for x in dev.launches[-2:]] == ["contig", "small"]  # promote (a cast), op
 
 
 def test_rank0_broadcast_flags(emu):
@@ -162,8 +162,9 @@ def test_fast_path_reuses_everything(emu, monkeypatch):
     assert len(calls) == 1
 
 
-def test_misaligned_views_use_the_scalar_path(emu):
+def test_misaligned_views_use_the_scalar_path(emu, monkeypatch):
     s, dev, rt = emu
+    monkeypatch.setattr(elementwise_engine, "SMALL", 0)  # the contiguous kernel
     a = np.arange(40, dtype=np.float32)
     got = get(s, s.add(put(s, a)[1:36], put(s, a)[3:38]))
     assert np.array_equal(got, a[1:36] + a[3:38])
@@ -174,6 +175,7 @@ def test_misaligned_views_use_the_scalar_path(emu):
                                          ((10, 10, 10), lambda t: t[:, ::-1, :])], ids=str)
 def test_chunked_launches(emu, monkeypatch, shape, build):
     s, dev, rt = emu
+    monkeypatch.setattr(elementwise_engine, "SMALL", 0)  # the contiguous kernel
     monkeypatch.setattr(elementwise_engine, "CHUNK", 64)
     monkeypatch.setattr(elementwise_fast, "CHUNK", 64)
     rng = np.random.default_rng(4)

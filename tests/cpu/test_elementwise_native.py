@@ -1,14 +1,14 @@
 """The real elementwise and cast kernels of ptx/ run on the CPU: ptx/elementwise.cu and
 ptx/cast.cu (ewkernel.cuh: the contiguous path with its 16-byte vectors, unrolled steps
-and tail, the strided path, the tiled path through shared memory and a barrier, the
-broadcast-rows path, scalar operands passed by value) compiled by the host C++ compiler
-against the emulation of tests/reference/cuda_emu.py, and called through the real
-session: its facade, plans and prepared launches pack the parameters as for
-``cuLaunchKernel``, and each kernel reads them at the types of its own C++ signature.
-Values against the numpy references of the GPU tier (tests/gpu/test_elementwise_ref.py,
-test_cast_ref.py) with its tolerances, for the dtypes of ``DTYPES`` (float16 and
-bfloat16 convert through PTX and are left to the GPU tier). Skipped when no host C++
-compiler is present."""
+and tail, the small path (one thread per element), the strided path, the tiled path
+through shared memory and a barrier, the broadcast-rows path, scalar operands passed by
+value) compiled by the host C++ compiler against the emulation of
+tests/reference/cuda_emu.py, and called through the real session: its facade, plans and
+prepared launches pack the parameters as for ``cuLaunchKernel``, and each kernel reads
+them at the types of its own C++ signature. Values against the numpy references of the
+GPU tier (tests/gpu/test_elementwise_ref.py, test_cast_ref.py) with its tolerances, for
+the dtypes of ``DTYPES`` (float16 and bfloat16 convert through PTX and are left to the
+GPU tier). Skipped when no host C++ compiler is present."""
 
 from __future__ import annotations
 
@@ -31,6 +31,7 @@ from tenferro_cuda.dtypes import DType
 from tenferro_cuda.exec import entry
 from tenferro_cuda.kernels import launch as launch_mod
 from tenferro_cuda.kernels.registry import family
+from tenferro_cuda.ops.elementwise import engine
 from tenferro_cuda.session import CudaExecSession
 from tenferro_cuda.shapes.elementwise import KINDS
 from tenferro_cuda.tensor import Tensor, TensorView
@@ -40,7 +41,7 @@ DTYPES = (D.BOOL, D.UINT8, D.INT16, D.INT32, D.UINT64, D.INT64, D.FLOAT16, D.BFL
           D.FLOAT32, D.FLOAT64, D.COMPLEX64, D.COMPLEX128)
 CASTS = [(a, b) for a in (D.INT32, D.UINT64, D.FLOAT64, D.FLOAT16, D.COMPLEX64, D.BOOL)
          for b in (D.UINT8, D.BFLOAT16, D.FLOAT16, D.FLOAT32, D.COMPLEX128, D.INT64)]
-_EXPR = re.compile(r"tf::(\w+)_(contig|strided|bcast)<(.+), ([^,]+)>$")
+_EXPR = re.compile(r"tf::(\w+)_(contig|strided|bcast|small)<(.+), ([^,]+)>$")
 _CTYPES = {d.ctype: d for d in DTYPES}
 
 
@@ -126,10 +127,23 @@ def _check(s, key, dtype, xs, arrays, path):
     assert [_EXPR.match(f).group(2) for f in s._ctx.launched[before:]] == [path]
 
 
+@pytest.fixture
+def few_small(monkeypatch):
+    """Runs above 64 elements take the contiguous kernel (its paths on short inputs)."""
+    monkeypatch.setattr(engine, "SMALL", 64)
+
+
 @pytest.mark.parametrize("key,dtype", OPS, ids=[f"{k}-{d.value}" for k, d in OPS])
-def test_contiguous_with_vectors_and_a_tail(s, key, dtype):
+def test_contiguous_with_vectors_and_a_tail(s, few_small, key, dtype):
     arrays = inputs_for(np.random.default_rng(5), key, dtype.numpy, (4 * 2 * 256 + 37,))
     _check(s, key, dtype, [put(s, a) for a in arrays], arrays, "contig")
+
+
+@pytest.mark.parametrize("key,dtype", OPS, ids=[f"{k}-{d.value}" for k, d in OPS])
+def test_small_runs(s, key, dtype):
+    """A run of at most engine.SMALL elements: one thread per element (a partial block)."""
+    arrays = inputs_for(np.random.default_rng(9), key, dtype.numpy, (2 * 256 + 37,))
+    _check(s, key, dtype, [put(s, a) for a in arrays], arrays, "small")
 
 
 @pytest.mark.parametrize("key,dtype", OPS, ids=[f"{k}-{d.value}" for k, d in OPS])
@@ -155,10 +169,12 @@ def test_tiled_transposes(s, key, dtype):
 
 @pytest.mark.parametrize("key,dtype", [o for o in OPS if KINDS[o[0]].arity >= 2],
                          ids=[f"{k}-{d.value}" for k, d in OPS if KINDS[k].arity >= 2])
-@pytest.mark.parametrize("layout", ["contig", "strided"])
-def test_scalar_operands_by_value(s, key, dtype, layout):
+@pytest.mark.parametrize("layout", ["small", "contig", "strided"])
+def test_scalar_operands_by_value(s, monkeypatch, key, dtype, layout):
     """The last operand a Python scalar (the predicate of select: the first), passed in
     the parameters; 64-bit and complex128 values use the high word."""
+    if layout == "contig":
+        monkeypatch.setattr(engine, "SMALL", 64)
     rng = np.random.default_rng(8)
     n = 2 * 1024 + 5
     arrays = inputs_for(rng, key, dtype.numpy, (n,))

@@ -80,7 +80,7 @@ def test_binary_scalar(emu, monkeypatch, key, dtype, slot):
         assert mismatch(got, want, tolerance(key, dtype.numpy)) is None, path
         assert ctx.allocs == allocs + 1 and len(dev.launches) == launches + 1  # the output
         entry, _, _, _, launch = dev.launches[-1]
-        assert entry == "contig" and launch[5] & (VALUE << slot) and launch[4] == 15
+        assert entry == "small" and launch[5] & (VALUE << slot) and launch[4] == 15
         monkeypatch.setattr(elementwise_engine, "run", _no_general_path)
 
 
@@ -164,8 +164,8 @@ LAYOUTS = {  # name: (base shape, view, kernel path)
     "transposed": ((5, 7), lambda t: t.T, "strided"),
     "tiled": ((48, 40), lambda t: t.T, "strided"),
     "negative": ((6, 5), lambda t: t[::-1, ::-2], "strided"),
-    "slice": ((9,), lambda t: t[1:8], "contig"),
-    "rank0": ((), lambda t: t, "contig"),
+    "slice": ((9,), lambda t: t[1:8], "small"),
+    "rank0": ((), lambda t: t, "small"),
 }
 
 
@@ -180,7 +180,7 @@ def test_kernel_paths(emu, layout, dtype):
     want, _ = REF["sub"](np.full(view(a).shape, np.asarray(v, dtype.numpy)), view(a))
     assert mismatch(got, want, None) is None
     entry, _, _, _, args = dev.launches[-1]
-    flags = args[5] if entry == "contig" else args[9]
+    flags = args[5] if entry in ("contig", "small") else args[9]
     assert entry == path and flags & VALUE
     if layout == "tiled":
         assert flags & 1 and flags & 4  # tiled, the tensor (slot 1) staged
@@ -213,6 +213,7 @@ def test_broadcast_rows_path(emu, dtype):
                          ids=["contig", "strided"])
 def test_chunked_launches_keep_the_value(emu, monkeypatch, shape, view):
     s, dev, ctx = emu
+    monkeypatch.setattr(elementwise_engine, "SMALL", 0)  # the contiguous kernel
     monkeypatch.setattr(elementwise_engine, "CHUNK", 64)
     monkeypatch.setattr(elementwise_fast, "CHUNK", 64)
     a = np.arange(np.prod(shape), dtype=np.float64).reshape(shape)

@@ -20,14 +20,15 @@ D = DType
 
 LAYOUTS = {
     # name: (logical shape, broadcast operand (base shape, strides, offset), the path, whether
-    #        float32 operands move in 16-byte vectors on it)
+    #        float32 operands move in 16-byte vectors on it; the small path has none)
     "row": ((32, 64), ((64,), (0, 1), 0), "bcast", True),
     "row odd": ((7, 13), ((13,), (0, 1), 0), "bcast", False),
     "row misaligned": ((8, 64), ((65,), (0, 1), 1), "bcast", False),
     "column": ((32, 64), ((32,), (1, 0), 0), "bcast", True),
     "column odd": ((9, 7), ((9,), (1, 0), 0), "bcast", False),
-    "scalar": ((16, 64), ((1,), (0, 0), 0), "contig", True),
-    "scalar offset": ((5, 7), ((3,), (0, 0), 2), "contig", True),  # read once: any address
+    "scalar": ((16, 64), ((1,), (0, 0), 0), "small", False),  # a short compact run
+    "scalar offset": ((5, 7), ((3,), (0, 0), 2), "small", False),  # read once: any address
+    "scalar, long": ((96, 128), ((1,), (0, 0), 0), "contig", True),
     "middle": ((4, 8, 16), ((4, 16), (16, 0, 1), 0), "bcast", True),
     "middle odd": ((3, 5, 7), ((3, 7), (7, 0, 1), 0), "bcast", False),
     "leading": ((4, 8, 16), ((8, 16), (0, 16, 1), 0), "bcast", True),

@@ -30,6 +30,7 @@ from tenferro_cuda.dtypes import ALL_DTYPES, DType
 from tenferro_cuda.errors import ValidationError
 from tenferro_cuda.exec import entry
 from tenferro_cuda.kernels import launch as launch_mod
+from tenferro_cuda.ops.elementwise import engine
 from tenferro_cuda.ops.elementwise.engine import operand_dtypes
 from tenferro_cuda.ops.elementwise.layout import tile_bytes
 from tenferro_cuda.runtime import AllocationDomainId, CudaRuntimeIdentity, error_message
@@ -38,12 +39,13 @@ from tenferro_cuda.shapes.elementwise import CAST_KINDS, KINDS
 from tenferro_cuda.tensor import Tensor
 
 LAYOUT = struct.Struct("<8q8qqii")
-SIGS = {"contig": "PPPPIiPiQQQ", "strided": "PLPLPLPLIiPiQQQ", "bcast": "PLPLPLPLIiPiQQQ"}
+SIGS = {"contig": "PPPPIiPiQQQ", "strided": "PLPLPLPLIiPiQQQ", "bcast": "PLPLPLPLIiPiQQQ",
+        "small": "PPPPIiPiQQQ"}
 SIZES = {"P": 8, "Q": 8, "I": 4, "i": 4, "L": LAYOUT.size}
 VALUE = 16  # TF_EW_VALUE
 FUNCTORS = {k.functor: k for k in (*KINDS.values(), *CAST_KINDS.values())}
 CTYPES = {d.ctype: d for d in ALL_DTYPES}
-EXPR = re.compile(r"tf::(\w+)_(contig|strided|bcast)<(.+), ([^,]+)>$")
+EXPR = re.compile(r"tf::(\w+)_(contig|strided|bcast|small)<(.+), ([^,]+)>$")
 
 
 class Memory:
@@ -155,10 +157,16 @@ class Device:
         reason = kind.error_reason(primary)
         err, code = args[-2], args[-1]
         assert (err != 0) == bool(reason) and (err == 0 or err == self.state.err_word.ptr)
-        by_value = (args[5] if path == "contig" else args[9]) >> 4 & 7
+        by_value = (args[5] if path in ("contig", "small") else args[9]) >> 4 & 7
         assert by_value < (1 << kind.arity) and (kind.arity > 1 or not by_value), \
             "by-value bit of a unary op or an unused slot"
-        if path == "contig":
+        if path == "small":  # one thread per element, no vector path
+            n = args[4]
+            assert grid == (-(-n // 256), 1, 1) and n <= engine.SMALL, (grid, n)
+            self._contig(kind, primary, grid, smem, args[:5] + [args[5] & ~8] + args[6:])
+        elif path == "contig":
+            assert args[4] > engine.SMALL or kind.family == "cast", \
+                "a small run on the contiguous kernel"
             self._contig(kind, primary, grid, smem, args)
         elif path == "bcast":
             self._bcast(kind, primary, grid, smem, args)

@@ -1,7 +1,8 @@
-"""Elementwise kernels over every layout on the GPU: rank 0, 0-size, 1, odd sizes,
-2^20 + 3, rank 6, transposed (plain and tiled), negative strides, unaligned offsets,
-rank-0 broadcast, real scalar x complex, and the four forms with strided outputs and
-elementwise_read_into; representative ops of each arity and several dtypes."""
+"""Elementwise kernels over every layout on the GPU: rank 0, 0-size, 1, odd sizes, both
+sides of the small kernel's limit (engine.SMALL), 2^20 + 3, rank 6, transposed (plain and
+tiled), negative strides, unaligned offsets, rank-0 broadcast, real scalar x complex, and
+the four forms with strided outputs and elementwise_read_into; representative ops of each
+arity and several dtypes."""
 
 from __future__ import annotations
 
@@ -34,6 +35,9 @@ LAYOUTS = {
     "tiled batch": ((4, 67, 45), lambda t: _perm(t, (0, 2, 1))),
     "negative": ((12, 11), lambda t: t[::-1, ::-2]),
     "unaligned": ((1001,), lambda t: t[1:1000]),
+    "small limit": ((8192,), lambda t: t),  # the largest run of the small kernel
+    "small limit + 1": ((8193,), lambda t: t),  # the smallest of the contiguous one
+    "small, partial block": ((8191,), lambda t: t),
     "rank6 permuted": ((2, 3, 4, 3, 2, 5), lambda t: _perm(t, (5, 3, 1, 0, 2, 4))),
 }
 OPS = [("add", D.FLOAT32), ("mul", D.COMPLEX64), ("neg", D.INT8), ("select", D.BFLOAT16),

@@ -42,10 +42,10 @@ LAYOUT = struct.Struct("<8q8qqii")
 SIZES = {"P": 8, "Q": 8, "L": LAYOUT.size, "I": 4, "i": 4}
 UNPACK = {"P": "<Q", "Q": "<Q", "I": "<I", "i": "<i"}
 EW_CODES = {"contig": "PPPPIiPiQQQ", "strided": "PLPLPLPLIiPiQQQ",
-            "bcast": "PLPLPLPLIiPiQQQ"}
+            "bcast": "PLPLPLPLIiPiQQQ", "small": "PPPPIiPiQQQ"}
 FUNCTORS = {k.functor: k for k in (*KINDS.values(), *CAST_KINDS.values())}
 CTYPES = {d.ctype: d for d in ALL_DTYPES}
-EW_EXPR = re.compile(r"tf::(\w+)_(contig|strided|bcast)<(.+), ([^,]+)>$")
+EW_EXPR = re.compile(r"tf::(\w+)_(contig|strided|bcast|small)<(.+), ([^,]+)>$")
 _CALL = re.compile(r"^(tf::\w+(?:<.+?>)?)::apply<(.+?)>\((.*)\)$")
 _VALUE = re.compile(r"^  (.+?) ([vc][\d_]+) = (.+);$", re.M)
 _RESULT = re.compile(r"^  r(\d+) = v(\d+);$", re.M)
@@ -261,6 +261,8 @@ class Device:
 
     def launch(self, expr: str, grid, block, smem, params) -> None:
         _, path, functor, ctype = EW_EXPR.match(expr).groups()
+        small = path == "small"  # one thread per element: the contiguous run, no vectors
+        path = "contig" if small else path
         kind, primary = FUNCTORS[functor], CTYPES[ctype]
         args = decode(EW_CODES[path], params)[:-3]  # the by-value words: no scalars here
         flags = args[5] if path == "contig" else args[9]
@@ -272,8 +274,9 @@ class Device:
         assert err == 0 or err == self.state.err_word.ptr
         dts = (kind.out_dtype(primary), *operand_dtypes(kind, primary))
         if path == "contig":
-            out, n, flags = args[0], args[4], args[5]
+            out, n, flags = args[0], args[4], args[5] & ~(8 if small else 0)
             assert grid[1:] == (1, 1) and smem == 0 and 0 < n < 1 << 31
+            assert not small or grid[0] == -(-n // 256)
             vals = []
             for k, (p, d) in enumerate(zip(args[1:4], dts[1:])):
                 arr, i = self.mem.array(p, d)

@@ -8,6 +8,10 @@
 //   host sets it only when every pointer is 16-byte aligned; then each thread moves
 //   16-byte vectors (VEC elements of the widest operand), UNROLL of them per grid-stride
 //   step, and the n % VEC tail is done element-wise.
+// small_body: contig_body's operands and flags for a grid of one thread per element
+//   (n < 2^31, no loop, no vector path): the kernel of small compact runs, whose
+//   duration is the launch's (a CUDA graph node of it costs what a minimal kernel's
+//   does; the contiguous kernel's larger body costs about 0.1 us more per node).
 // strided_body: runtime shapes and signed strides (tf::Layout, coalesced on the host),
 //   one division chain per element for all operands.
 // Index math is 32-bit: the host launches at most 2^31 - 1 elements per kernel and
@@ -136,6 +140,30 @@ __device__ __forceinline__ void contig_body(typename sig<Op, T>::R* __restrict__
     if constexpr (S::arity >= 3) xc = sc ? c0 : c[i];
     out[i] = invoke<Op>(xa, xb, xc, e);
   }
+}
+
+template <class Op, class T>
+__device__ __forceinline__ void small_body(typename sig<Op, T>::R* __restrict__ out,
+                                           const typename sig<Op, T>::A* __restrict__ a,
+                                           const typename sig<Op, T>::B* __restrict__ b,
+                                           const typename sig<Op, T>::C* __restrict__ c,
+                                           u32 n, int flags, const Err& e, const Words& hi) {
+  typedef sig<Op, T> S;
+  const u32 i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  typename S::A xa = by_value_at<S::arity>(flags, 0) ? by_value<typename S::A>(a, hi.w[0])
+                                                     : a[(flags & 1) ? 0 : i];
+  typename S::B xb = typename S::B();
+  typename S::C xc = typename S::C();
+  if constexpr (S::arity >= 2) {
+    xb = by_value_at<S::arity>(flags, 1) ? by_value<typename S::B>(b, hi.w[1])
+                                         : b[(flags & 2) ? 0 : i];
+  }
+  if constexpr (S::arity >= 3) {
+    xc = by_value_at<S::arity>(flags, 2) ? by_value<typename S::C>(c, hi.w[2])
+                                         : c[(flags & 4) ? 0 : i];
+  }
+  out[i] = invoke<Op>(xa, xb, xc, e);
 }
 
 // Offsets of the linear index i in the output and the first ARITY input layouts.

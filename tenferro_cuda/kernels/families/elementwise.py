@@ -1,6 +1,7 @@
 """ptx/elementwise.cu: elementwise and analytic kernels, one instantiation per (op functor,
 primary dtype) that ``shapes/elementwise.KINDS`` accepts, in a compact, a strided and a
-broadcast-rows form (rank-3 layouts with a unit-stride or broadcast innermost axis)."""
+broadcast-rows form (rank-3 layouts with a unit-stride or broadcast innermost axis), and a
+small form (one thread per element, for short compact runs)."""
 
 from ...dtypes import ALL_DTYPES
 from ...shapes.elementwise import KINDS
@@ -20,5 +21,6 @@ FAMILY = Family(
         Entry("ew_contig", instances),
         Entry("ew_strided", instances),
         Entry("ew_bcast", instances),
+        Entry("ew_small", instances),
     ),
 )

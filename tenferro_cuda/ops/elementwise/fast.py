@@ -1,6 +1,8 @@
 """The fast path of the elementwise methods: the general path (``engine.run``) with its
 planning skipped for the one plan this covers, through the same ``Prep`` and the same
-prepared launch (``Prep.contig``).
+prepared launches (``Prep.small`` for runs of at most ``Prep.small_limit`` elements, else
+``Prep.contig``; a launch not prepared yet sends the call to the general path, which
+prepares it).
 
 It covers compact ``Tensor`` operands of one shape and the primary dtype, resident on the
 context (``buffer.home is prep.home``: the residency rule), fewer than ``CHUNK``
@@ -29,6 +31,7 @@ from __future__ import annotations
 import math
 
 from ...exec.aliasing import disjoint_or_same, read_only
+from ...exec.context import BLOCK as _BLOCK
 from ...tensor import Tensor
 from .engine import VALUE, WORD, Prep
 from .layout import CHUNK
@@ -53,10 +56,11 @@ def _target(p: Prep, out: object, shape: tuple[int, ...]) -> int:
 
 
 def unary(p: Prep, x: Tensor, out: object = None, value: int = 0, k: int = 1,
-          flag: int = 0) -> Tensor | None:
+          flag: int = 0, high: int | None = None) -> Tensor | None:
     """``x`` through the kernel of ``p`` (``x.dtype`` is ``p.dtype``), or None. With
     ``flag`` (``VALUE << k``) it is the binary op whose operand ``k`` is the scalar of bits
-    ``value`` (``scalar``): one contiguous launch over ``x`` either way."""
+    ``value`` (``scalar``; ``high``: bytes 8-15 of a complex128 one): one contiguous
+    launch over ``x`` either way."""
     bx = x.buffer
     if bx is None or bx.home is not p.home:
         return None
@@ -64,6 +68,14 @@ def unary(p: Prep, x: Tensor, out: object = None, value: int = 0, k: int = 1,
     n = _prod(shape)
     if not 0 < n < CHUNK:
         return None
+    if n <= p.small_limit:
+        launch, blocks = p.small, (n + _BLOCK - 1) // _BLOCK
+    else:
+        launch, blocks = p.contig, (n + p.per_block - 1) // p.per_block
+    if launch is None:
+        return None  # not prepared yet: the general path prepares it
+    if high is not None:
+        launch.put_tail(2 + k, high)
     pa = bx.ptr
     if out is None:
         buf = p.home.alloc(n * p.out_item, p.name)
@@ -77,12 +89,11 @@ def unary(p: Prep, x: Tensor, out: object = None, value: int = 0, k: int = 1,
                           and (po != pa or p.out_dtype is p.dtype)):
             return None
         res = out  # type: ignore[assignment]
-    blocks = (n + p.per_block - 1) // p.per_block
     flags = flag | (0 if (po | pa) & 15 else 8)
     if k:
-        p.contig.run(blocks if blocks < p.cap else p.cap, po, pa, value, 0, n, flags)
+        launch.run(blocks if blocks < p.cap else p.cap, po, pa, value, 0, n, flags)
     else:
-        p.contig.run(blocks if blocks < p.cap else p.cap, po, value, pa, 0, n, flags)
+        launch.run(blocks if blocks < p.cap else p.cap, po, value, pa, 0, n, flags)
     return res
 
 
@@ -95,6 +106,15 @@ def binary(p: Prep, x: Tensor, y: object, out: object = None) -> Tensor | None:
     home = p.home
     if bx is None or bx.home is not home:
         return None
+    n = _prod(shape)
+    if not 0 < n < CHUNK:
+        return None
+    if n <= p.small_limit:
+        launch, blocks = p.small, (n + _BLOCK - 1) // _BLOCK
+    else:
+        launch, blocks = p.contig, (n + p.per_block - 1) // p.per_block
+    if launch is None:
+        return None  # not prepared yet: the general path prepares it
     if type(y) is Tensor:
         by = y.buffer
         if y.dtype is not p.dtype or y.shape != shape or by is None or by.home is not home:
@@ -107,14 +127,11 @@ def binary(p: Prep, x: Tensor, y: object, out: object = None) -> Tensor | None:
         if type(pb) is not int:
             return None  # not a scalar, or one that does not fit: the general path raises
         if p.item == 16:  # complex128: bytes 8-15 in the tail word of slot 1
-            p.contig.put_tail(3, pb >> 64)
+            launch.put_tail(3, pb >> 64)
             pb &= WORD
         elif type(y) in _IMMUTABLE:
             p.scalar, p.scalar_bits = y, pb
         flag = VALUE << 1
-    n = _prod(shape)
-    if not 0 < n < CHUNK:
-        return None
     pa = bx.ptr
     if out is None:
         buf = home.alloc(n * p.out_item, p.name)
@@ -130,9 +147,8 @@ def binary(p: Prep, x: Tensor, y: object, out: object = None) -> Tensor | None:
                 or ((po == pa or not flag and po == pb) and p.out_dtype is not p.dtype):
             return None
         res = out  # type: ignore[assignment]
-    blocks = (n + p.per_block - 1) // p.per_block
-    p.contig.run(blocks if blocks < p.cap else p.cap, po, pa, pb, 0, n,
-                 flag | (0 if (po | pa | (0 if flag else pb)) & 15 else 8))
+    launch.run(blocks if blocks < p.cap else p.cap, po, pa, pb, 0, n,
+               flag | (0 if (po | pa | (0 if flag else pb)) & 15 else 8))
     return res
 
 
@@ -143,6 +159,5 @@ def scalar(p: Prep, x: Tensor, value: object, k: int, out: object = None) -> Ten
     if type(b) is not int:
         return None  # not a scalar, or one that does not fit: the general path raises
     if p.item == 16:  # complex128: bytes 8-15 in the tail word of slot k
-        p.contig.put_tail(2 + k, b >> 64)
-        b &= WORD
+        return unary(p, x, out, b & WORD, k, VALUE << k, b >> 64)
     return unary(p, x, out, b, k, VALUE << k)
