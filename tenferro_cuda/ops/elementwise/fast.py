@@ -109,6 +109,7 @@ def binary(p: Prep, x: Tensor, y: object, out: object = None) -> Tensor | None:
     n = _prod(shape)
     if not 0 < n < CHUNK:
         return None
+    # unary's launch choice, written again: a helper would add a call to every op
     if n <= p.small_limit:
         launch, blocks = p.small, (n + _BLOCK - 1) // _BLOCK
     else:
