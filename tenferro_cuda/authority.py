@@ -2,11 +2,13 @@
 
 The session, its raw and kernel sub-sessions, everything they lend (stream handles,
 modules, functions, device pointers), execution contexts, runtimes, device buffers and
-every object that releases something exactly once (the owners of adopted DLPack and CUDA
-Array Interface memory, graph-owned memory, cuBLAS handles, pinned host rings) derive
-from ``Authority``. Copying, deep-copying and pickling each of them raises
-``TypeError``: a copy would be a second owner of a context, a stream or memory that only
-one object may release.
+every object that releases something exactly once (the memory pool and its per-stream
+arenas, a scope's saved context stack, a capture in progress, a graph's executable
+graphs, the owners of adopted DLPack and CUDA Array Interface memory, graph-owned memory,
+cuBLAS handles, pinned host rings) derive from ``Authority``
+(``tests/cpu/test_authority_classes.py`` walks them all). Copying, deep-copying and
+pickling each of them raises ``TypeError``: a copy would be a second owner of a context,
+a stream or memory that only one object may release.
 
 A ``Scope`` is the liveness of one ``with`` block and the thread it belongs to. The
 session and everything it lends share their scope's flag; a sub-session has its own. A

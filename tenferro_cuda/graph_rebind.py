@@ -32,6 +32,7 @@ import struct
 from typing import Any
 
 from . import _driver_graph as dg
+from .authority import Authority
 from .errors import TenferroError
 from .memo import BoundedCache
 
@@ -159,7 +160,7 @@ class NodeTable:
             entry.push(exe, context)
 
 
-class Executables:
+class Executables(Authority):
     """The executable graphs of one captured graph, by placement (module docstring).
 
     ``sites_of(key)`` lists the sites of the tensor ``key``; ``keys`` are all such keys.

@@ -135,7 +135,7 @@ class DeviceBuffer(Authority):
         return f"DeviceBuffer(0x{self.ptr:x}, {self.nbytes} B, id={self.alloc_id}, {state})"
 
 
-class _Arena:
+class _Arena(Authority):
     """The per-stream part of the pool, i.e. of one execution context (a runtime and a
     thread); mutated only by the thread that owns the stream.
 
@@ -277,7 +277,7 @@ class _Arena:
         self.cached_bytes = 0
 
 
-class MemoryPool:
+class MemoryPool(Authority):
     """The runtime's stream-ordered pool with statistics and an optional byte limit.
 
     ``context`` is the primary context the pool's memory lives in; ``enter`` is the

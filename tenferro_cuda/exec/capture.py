@@ -177,7 +177,7 @@ def scalar_words(value: object) -> tuple[int, ...]:
     return tuple(words)
 
 
-class CaptureState:
+class CaptureState(Authority):
     """One capture in progress on one execution context (see the module docstring)."""
 
     __slots__ = ("ctx", "memory", "external", "kept", "ops", "table_users", "written",

@@ -37,6 +37,7 @@ from contextlib import contextmanager
 from typing import Any, TypeVar
 
 from .. import _driver
+from ..authority import Authority
 from ..errors import BackendSourceError
 
 __all__ = ["ScopeGuard", "call_pushed", "call_current", "within", "foreign_call",
@@ -58,7 +59,7 @@ def _report(op: str, exc: BaseException) -> None:
           file=sys.stderr)
 
 
-class ScopeGuard:
+class ScopeGuard(Authority):
     """The saved context stack of one scope (see the module docstring).
 
     Scopes of one thread nest: the guards open on a thread form a list in the order they
