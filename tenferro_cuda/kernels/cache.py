@@ -44,7 +44,7 @@ def cache_dir_setting() -> tuple[str, str | None]:
 
 
 def default_cache_dir() -> Path:
-    env = os.environ.get("TENFERRO_CUDA_CACHE_DIR")
+    env = cache_dir_setting()[0]
     if env:
         return Path(env)
     return Path(os.path.expanduser("~")) / ".cache" / "tenferro_cuda"
