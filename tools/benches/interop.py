@@ -106,6 +106,8 @@ def run(s) -> list[Row]:
             cost(lambda take=take: take(ours)), torch=peer["torch"], cupy=peer["cupy"],
             target="<= 1.2x the fastest peer", extra={"jax": peer["jax"]},
             note=f"columns: {name}.from_dlpack of a torch / cupy (/ jax) array"))
+    if torch is not None and cupy is not None:
+        rows += _exports_by_ordering(s, torch, cupy, ours, cost)
     for name, x in (("torch", tt), ("cupy", cc)):
         if x is None:
             continue
@@ -124,4 +126,71 @@ def run(s) -> list[Row]:
             torch=maybe(torch, lambda: torch.as_tensor(ours, device="cuda:0")),
             cupy=maybe(tt is not None, lambda: cupy.asarray(tt)),
             note="torch column: torch.as_tensor(our tensor); cupy: cupy.asarray(torch)"))
+    return rows
+
+
+def _exports_by_ordering(s, torch, cupy, ours, cost) -> list[Row]:
+    """Export figures that compare like with like. Our tensor lives on the session's own
+    non-blocking stream, so an export to a consumer on another stream orders: an event
+    recorded and waited for, and, for a consumer on a default stream, again when the
+    consumer lets go (docs/interop.md). The peer-to-peer figures of the export rows above
+    hand over on the default stream their consumer uses too: no event. Here:
+
+    - ours with the consumer's current stream set to our stream (no event on either side),
+      beside the peers' hand-offs on the default stream (no event either);
+    - ours to a consumer on the default stream (ordered), beside the peers' hand-offs of
+      an array whose producer's current stream is a non-blocking side stream, so that
+      they order too (CuPy and PyTorch record an event and make the consumer wait).
+    """
+    rows = []
+    torch_default = torch.cuda.current_stream()
+    ours_torch = torch.cuda.ExternalStream(int(s.stream))
+    ours_cupy = cupy.cuda.ExternalStream(int(s.stream))
+    c_default = cupy.arange(N, dtype=cupy.float32)
+    t_default = torch.arange(N, device="cuda:0", dtype=torch.float32)
+    c_side_stream = cupy.cuda.Stream(non_blocking=True)
+    with c_side_stream:
+        c_side = cupy.arange(N, dtype=cupy.float32)
+    t_side_stream = torch.cuda.Stream()
+    with torch.cuda.stream(t_side_stream):
+        t_side = torch.arange(N, device="cuda:0", dtype=torch.float32)
+
+    def on_torch_stream(stream, fn) -> float:
+        torch.cuda.set_stream(stream)
+        try:
+            return cost(fn)
+        finally:
+            torch.cuda.set_stream(torch_default)
+
+    def on_cupy_stream(stream, fn) -> float:
+        stream.use()
+        try:
+            return cost(fn)
+        finally:
+            cupy.cuda.Stream.null.use()
+
+    rows.append(Row(
+        FAMILY, "export: torch.from_dlpack(our tensor), torch's current stream ours", "us",
+        on_torch_stream(ours_torch, lambda: torch.from_dlpack(ours)),
+        cupy=cost(lambda: torch.from_dlpack(c_default)),
+        note="no event on either side; cupy: torch.from_dlpack(cupy array), both on the "
+             "default stream"))
+    rows.append(Row(
+        FAMILY, "export: cupy.from_dlpack(our tensor), cupy's current stream ours", "us",
+        on_cupy_stream(ours_cupy, lambda: cupy.from_dlpack(ours)),
+        torch=cost(lambda: cupy.from_dlpack(t_default)),
+        note="no event on either side; torch: cupy.from_dlpack(torch tensor), both on the "
+             "default stream"))
+    rows.append(Row(
+        FAMILY, "export: torch.from_dlpack(our tensor) beside an ordering peer", "us",
+        cost(lambda: torch.from_dlpack(ours)),
+        cupy=on_cupy_stream(c_side_stream, lambda: torch.from_dlpack(c_side)),
+        note="torch on the default stream; cupy: torch.from_dlpack(cupy array) with CuPy's "
+             "current stream a non-blocking side stream (CuPy orders with an event)"))
+    rows.append(Row(
+        FAMILY, "export: cupy.from_dlpack(our tensor) beside an ordering peer", "us",
+        cost(lambda: cupy.from_dlpack(ours)),
+        torch=on_torch_stream(t_side_stream, lambda: cupy.from_dlpack(t_side)),
+        note="cupy on the default stream; torch: cupy.from_dlpack(torch tensor) with "
+             "PyTorch's current stream a side stream (PyTorch orders with an event)"))
     return rows
