@@ -35,7 +35,7 @@ from .exec.aliasing import byte_range, check_writable
 from .exec.capture import CaptureState, GraphMemory, refused
 from .exec.residency import resident
 from .memo import BoundedCache
-from .tensor import _Strided
+from .tensor import Tensor, _Strided
 
 __all__ = ["CudaGraph"]
 
@@ -165,45 +165,54 @@ class CudaGraph(Authority):
 
     def _rebind(self, ctx: Any, inputs: Mapping) -> int:
         op = "replay"
-        if not isinstance(inputs, Mapping):
+        if type(inputs) is not dict and not isinstance(inputs, Mapping):
             raise ValidationError(f"inputs must be a mapping of tensors (got "
                                   f"{type(inputs).__name__})", op=op)
-        shifts: dict[int, int] = {}
+        external, home = self._external, ctx.home
+        moved: dict[int, int] = {}  # id(key) -> nonzero shift: the placement
         bound: dict[int, Any] = {}
         for key, new in inputs.items():
-            old = self._external.get(id(key))
-            if old is None or old is not key:
+            key_id = id(key)
+            captured = external.get(key_id)
+            if captured is None or captured is not key:
                 raise ValidationError("inputs keys must be tensors this graph was captured "
                                       "with (see CudaGraph.inputs)", op=op)
-            if id(key) in self._fixed:
+            if key_id in self._fixed:
                 raise ValidationError("this tensor is read through a device pointer table "
                                       "(grouped_gemm) and cannot be rebound", op=op)
-            if not isinstance(new, _Strided):
+            if type(new) is not Tensor and not isinstance(new, _Strided):
                 raise ValidationError(f"inputs values must be tensors (got "
                                       f"{type(new).__name__})", op=op)
-            resident(ctx, new, op, "input")
-            if id(key) in self._written:  # the graph writes it: no read-only memory
+            buf = new.base.buffer
+            if buf is None or buf.home is not home:
+                resident(ctx, new, op, "input")  # raises the residency error
+            if key_id in self._written:  # the graph writes it: no read-only memory
                 check_writable(new, op, "a rebound output")
-            if (new.dtype, new.shape, new.strides) != (key.dtype, key.shape, key.strides):
+            if new.dtype is not key.dtype or new.shape != key.shape \
+                    or new.strides != key.strides:
                 raise ValidationError(
                     f"a rebound tensor must match the captured one in dtype, shape and "
                     f"strides (captured {key.dtype.name}{list(key.shape)} strides "
                     f"{key.strides}, got {new.dtype.name}{list(new.shape)} strides "
                     f"{new.strides})", op=op)
-            shifts[id(key)] = new.data_ptr() - key.data_ptr()
-            bound[id(key)] = new
-        placement = frozenset(shifts.items())  # what the overlap checks depend on, alone
+            shift = new.data_ptr() - key.data_ptr()
+            if shift:
+                moved[key_id] = shift
+            bound[key_id] = new
+        # What the overlap checks depend on, alone: a tensor bound to itself moves nothing
+        # and is checked as if it were not named.
+        placement = frozenset(moved.items())
         if placement not in self._placements:
-            self._check_overlap(shifts, op)
+            self._check_overlap(moved, op)
             if self._scalars:
-                self._check_scalars(shifts, op)
+                self._check_scalars(moved, op)
             self._placements.put(placement, True)
         if self._execs is None:
             from .graph_rebind import Executables
 
             self._execs = Executables(self._graph, self._exec, self._nodes(), self._spans,
                                       self._sites_of)
-        exe = self._execs.select({k: s for k, s in shifts.items() if s}, ctx.context_id)
+        exe = self._execs.select(moved, ctx.context_id, placement)
         self._bound = bound
         return exe
 

@@ -184,9 +184,12 @@ class Executables(Authority):
     def handles(self) -> tuple[int, ...]:
         return tuple(self._state)
 
-    def select(self, placement: dict[int, int], context: int) -> int:
-        """The executable graph to launch for ``placement`` (bound to it now if needed)."""
-        key = frozenset(placement.items())
+    def select(self, placement: dict[int, int], context: int,
+               key: frozenset | None = None) -> int:
+        """The executable graph to launch for ``placement`` (bound to it now if needed);
+        ``key``: ``frozenset(placement.items())`` when the caller has it."""
+        if key is None:
+            key = frozenset(placement.items())
         exe = self._by.get(key)
         state = self._state
         if exe is not None:

@@ -154,6 +154,23 @@ def test_rebinding_moves_sites_and_restores_them(driver):
     assert g._rebind(ctx, {}) == g._exec and len(table.moves) == 1 and table.pushes == 1
 
 
+def test_a_tensor_bound_to_itself_is_the_placement_without_it(driver):
+    """Naming a captured tensor with itself moves nothing: the replay launches the
+    executable graph of the placement that leaves it out, and nothing is pushed again."""
+    session = FakeSession()
+    ctx = session._ctx
+    ctx.context_id = 5
+    a, b = tensor(ctx), tensor(ctx)
+    g = ready_graph(driver, session, [a, b])
+    g._table = table = FakeTable()
+    assert g._rebind(ctx, {a: a}) == g._exec and g._rebind(ctx, {a: a, b: b}) == g._exec
+    b2 = tensor(ctx)
+    exe = g._rebind(ctx, {b: b2})
+    pushes = table.pushes
+    assert g._rebind(ctx, {a: a, b: b2}) == exe and table.pushes == pushes
+    assert g._rebind(ctx, {b: b2, a: a}) == exe and len(g._placements) == 2
+
+
 def test_each_replay_launches_the_executable_graph_of_its_placement(driver):
     """``_launch``: the capture's executable graph until a rebinding; then the one bound
     to the replay's placement (plain replays: the captured tensors'), and every one of
