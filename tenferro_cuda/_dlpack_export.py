@@ -17,10 +17,12 @@
   waits for; with ``stream=-1`` the copy is made on the tensor's stream.
 - Each capsule's header, shape and strides are one block written by one ``struct`` call.
   The block and the tensor live in ``_exports`` until the consumer calls the deleter, or
-  until the capsule dies unconsumed (its destructor calls the deleter then). The deleter
-  acts once: when S was a default stream (1 or 2), the tensor's stream waits for S (any
-  other stream may be destroyed by then: its consumer must have finished with the memory,
-  as PyTorch and CuPy require for memory they import); it drops the tensor, never raises.
+  until the capsule dies unconsumed (its destructor calls the deleter then; the record
+  names its capsule, so a capsule whose deleter a consumer called without renaming it
+  never releases a later export that reuses its block's address). The deleter acts once:
+  when S was a default stream (1 or 2), the tensor's stream waits for S (any other stream
+  may be destroyed by then: its consumer must have finished with the memory, as PyTorch
+  and CuPy require for memory they import); it drops the tensor, never raises.
 
 ctypes callbacks take the GIL. CPython cannot hand a pending exception through a ctypes
 callback (a consumer that failed and then dropped our capsule): the callbacks clear it
@@ -101,7 +103,8 @@ def _report_pending(pending: tuple, where: str) -> None:
               f"could not be passed on: {exc!r}", file=sys.stderr)
 
 
-# address of the managed tensor -> (block, tensor, consumer stream, ExecContext or None)
+# address of the managed tensor -> (block, tensor, consumer stream, ExecContext or None,
+# address of the capsule)
 _exports: dict[int, tuple] = {}
 
 
@@ -109,7 +112,7 @@ def _release_export(address: int) -> None:
     record = _exports.pop(address, None)
     if record is None or _finalizing():
         return
-    _, tensor, consumer, ctx = record
+    _, tensor, consumer, ctx, _ = record
     f = _foreign()
     if consumer is f.LEGACY_STREAM or consumer is f.PER_THREAD_STREAM:
         buf = tensor.base.buffer
@@ -138,7 +141,10 @@ def _capsule_destructor(capsule):
     try:
         name = _raw_capsule_name(capsule)
         if name in _OURS:  # not renamed "used_...": nobody took ownership
-            _release_export(_raw_capsule_pointer(capsule, name))
+            address = _raw_capsule_pointer(capsule, name)
+            record = _exports.get(address)
+            if record is not None and record[4] == capsule:  # its own export, still held
+                _release_export(address)
     except BaseException as exc:  # noqa: BLE001 - destructors never raise
         print(f"tenferro_cuda: DLPack capsule destructor failed: {exc!r}", file=sys.stderr)
     _report_pending(pending, "capsule destructor")
@@ -158,7 +164,10 @@ def _version(max_version) -> tuple[int, int] | None:
     if max_version is None:
         return None
     if type(max_version) is tuple:
-        usual = _USUAL.get(max_version, False)
+        try:
+            usual = _USUAL.get(max_version, False)
+        except TypeError:  # an unhashable element: the checks below say what is wrong
+            usual = False
         if usual is not False:
             return usual  # type: ignore[return-value]
     try:
@@ -282,12 +291,11 @@ def _make_capsule(tensor, buf, version, flags: int, consumer, ctx):
     else:
         layout.pack_into(block, 0, data, _CUDA, ordinal, n, code, bits, 1, shape_p,
                          strides_p, 0, 0, _DELETER_ADDRESS, *shape, *tensor.strides)
-    _exports[address] = (block, tensor, consumer, ctx)
-    try:
-        return _capsule_new(address, _NAME_ADDRESS[version is not None], _DESTRUCTOR_ADDRESS)
-    except BaseException:
-        _exports.pop(address, None)
-        raise
+    capsule = _capsule_new(address, _NAME_ADDRESS[version is not None], _DESTRUCTOR_ADDRESS)
+    # (the capsule's address: its destructor acts on this record only, never on a later
+    # export whose block took the address of one a consumer released early)
+    _exports[address] = (block, tensor, consumer, ctx, id(capsule))
+    return capsule
 
 
 def exports_over(buffer) -> int:

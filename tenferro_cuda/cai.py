@@ -23,7 +23,7 @@ import re
 from typing import NamedTuple
 
 from .authority import Authority
-from .dlpack import release_function
+from .dlpack import check_extent, release_function
 from .dtypes import DType
 from .errors import RuntimeStateError, UnsupportedDTypeError, UnsupportedError, ValidationError
 from .tensor import install_export, is_row_major
@@ -42,6 +42,7 @@ _TYPESTR_RE = re.compile(r"^([<>|=])([a-zA-Z])(\d+)$")
 # every spelling the regular path accepts, looked up directly (">i1" too: one byte)
 _KNOWN = {o + s[1:]: d for d, s in _TYPESTR.items() for o in "<|="}
 _KNOWN.update({">" + s[1:]: d for d, s in _TYPESTR.items() if d.itemsize == 1})
+_LIMIT = 1 << 64  # addresses and stream handles are 64-bit
 
 
 def typestr(dtype: DType, op: str = "__cuda_array_interface__") -> str:
@@ -150,7 +151,7 @@ def _stream(iface: dict, version: int, op: str) -> int | None:
     value = iface.get("stream") if version >= 3 else None
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < _LIMIT:
         raise ValidationError(f"stream must be None or a CUDA stream handle (got {value!r})",
                               op=op)
     return value or 1  # 0 is disallowed as ambiguous: take it as the legacy default stream
@@ -170,7 +171,7 @@ def parse_interface(iface: dict, op: str = "from_cuda_array_interface") -> CAIIn
     dtype = _KNOWN.get(get("typestr"))  # type: ignore[arg-type]
     if (type(version) is int and version >= 0 and type(shape) is tuple and dtype is not None
             and type(data) is tuple and len(data) == 2 and type(data[0]) is int
-            and data[0] >= 0 and _plain_ints(shape) and (not shape or min(shape) >= 0)
+            and 0 <= data[0] < _LIMIT and _plain_ints(shape) and (not shape or min(shape) >= 0)
             and get("mask") is None):
         raw = get("strides")
         if raw is None:
@@ -182,6 +183,7 @@ def parse_interface(iface: dict, op: str = "from_cuda_array_interface") -> CAIIn
         stream = get("stream") if version >= 3 else None
         if stream is not None:
             stream = _stream(iface, version, op)
+        check_extent(data[0], shape, strides, dtype.itemsize, op)
         return CAIInfo(data[0], shape, strides, dtype, bool(data[1]), stream)
     return _parse_slowly(iface, op)
 
@@ -205,7 +207,8 @@ def _parse_slowly(iface: dict, op: str) -> CAIInfo:
     dtype = dtype_from_typestr(_field(iface, "typestr", op), op)
     data = _field(iface, "data", op)
     if (not isinstance(data, (tuple, list)) or len(data) != 2
-            or isinstance(data[0], bool) or not isinstance(data[0], int) or data[0] < 0):
+            or isinstance(data[0], bool) or not isinstance(data[0], int)
+            or not 0 <= data[0] < _LIMIT):
         raise ValidationError(f"data must be (pointer, read_only) (got {data!r})", op=op)
     if iface.get("mask") is not None:
         raise UnsupportedError("masked arrays (a 'mask' entry) cannot be adopted", op=op)
@@ -217,6 +220,7 @@ def _parse_slowly(iface: dict, op: str) -> CAIInfo:
             raise ValidationError(f"{len(shape)} extents but {len(byte_strides)} strides",
                                   op=op, kind="rank_mismatch")
         strides = _element_strides(byte_strides, dtype, op)
+    check_extent(int(data[0]), shape, strides, dtype.itemsize, op)
     return CAIInfo(int(data[0]), shape, strides, dtype, bool(data[1]),
                    _stream(iface, version, op))
 

@@ -10,12 +10,15 @@ must carry the key it is read for and lower every name expression asked for: a f
 checksum or structure is wrong, or that holds another key's program (files swapped or
 copied over each other, or rewritten with another key), reads as a miss and is
 recompiled; so does an entry that is not a regular file (a directory, a FIFO, a device) or
-is larger than ``MAX_ENTRY``, which is never read. A directory that cannot be written
-gives one warning and the cache continues in memory.
+is larger than ``MAX_ENTRY``, which is never read, and one that cannot be read (its
+permissions, a symlink loop). An entry that cannot be replaced (a directory in its place)
+keeps its program in memory only. A directory that cannot be written gives one warning and
+the cache continues in memory.
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import logging
@@ -33,6 +36,10 @@ from ..memo import BoundedCache
 log = logging.getLogger("tenferro_cuda")
 MAGIC = b"TFK2"  # TFK1 entries carried no key: read as misses
 _HEADER = struct.Struct("<4s32sI")  # magic, sha256(payload), len(json)
+_TEMP = ".tmp-"  # the prefix of a writer's temporary files
+# what replacing one entry may fail with when the directory itself is writable
+_ENTRY_ERRORS = frozenset((errno.EISDIR, errno.ENOTEMPTY, errno.EEXIST, errno.ELOOP,
+                           errno.EBUSY, errno.EACCES, errno.EPERM, errno.ENOTDIR))
 MAX_ENTRY = 1 << 28  # bytes; the largest program (every instantiation of a family) is ~10 MB
 
 
@@ -83,7 +90,7 @@ def decode_entry(blob: bytes, key: str, names: tuple[str, ...] = ()) -> Compiled
         if any(name not in lowered for name in names):
             return None
         return CompiledProgram(bytes(payload[meta_len:]), lowered, str(meta["log"]))
-    except (ValueError, KeyError, TypeError, AttributeError):
+    except (ValueError, KeyError, TypeError, AttributeError, RecursionError):
         return None
 
 
@@ -161,9 +168,8 @@ class KernelCache:
             blob = read_regular(path, MAX_ENTRY)
         except FileNotFoundError:
             return None
-        except OSError as exc:
-            self._disable(f"cannot read {path}: {exc}")
-            return None
+        except OSError:  # this entry only (unreadable, a symlink loop, ...): a bad entry
+            blob = None
         prog = decode_entry(blob, key, names) if blob is not None else None
         if prog is None:
             with self._lock:
@@ -175,20 +181,32 @@ class KernelCache:
     def _write_disk(self, key: str, program: CompiledProgram) -> None:
         if not self._disk_ok:
             return
-        try:
+        try:  # the directory: a failure here turns the disk cache off
             self.directory.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".tmp-", suffix=".tfk")
+            fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=_TEMP, suffix=".tfk")
             try:
                 with os.fdopen(fd, "wb") as fh:
                     fh.write(encode_entry(program, key))
-                os.replace(tmp, self._entry(key))
             except BaseException:
                 os.unlink(tmp)
                 raise
-            with self._lock:
-                self.stats["writes"] += 1
         except OSError as exc:
             self._disable(f"cannot write to {self.directory}: {exc}")
+            return
+        path = self._entry(key)
+        try:
+            os.replace(tmp, path)
+        except OSError as exc:
+            os.unlink(tmp)
+            if exc.errno not in _ENTRY_ERRORS:  # the directory (full, read-only, ...)
+                self._disable(f"cannot write to {self.directory}: {exc}")
+                return
+            # this entry only: something in its place (a directory, another user's file)
+            log.warning("kernel cache entry %s cannot be written (%s); this program stays "
+                        "in memory", path, exc)
+            return
+        with self._lock:
+            self.stats["writes"] += 1
 
     def _disable(self, why: str) -> None:
         self._disk_ok = False
@@ -201,11 +219,24 @@ class KernelCache:
             )
 
     def disk_usage(self) -> tuple[int, int]:
-        """(number of entries, total bytes) on disk."""
-        if not self.directory.is_dir():
+        """(number of entries, total bytes) on disk: the regular ``*.tfk`` files, not a
+        writer's temporary ones; what cannot be examined (removed meanwhile, a dangling
+        link) is not counted."""
+        count = total = 0
+        try:
+            with os.scandir(self.directory) as it:
+                for item in it:
+                    if not item.name.endswith(".tfk") or item.name.startswith(_TEMP):
+                        continue
+                    try:
+                        if item.is_file():
+                            total += item.stat().st_size
+                            count += 1
+                    except OSError:
+                        continue
+        except OSError:  # no directory (or not one we can list)
             return 0, 0
-        files = list(self.directory.glob("*.tfk"))
-        return len(files), sum(f.stat().st_size for f in files)
+        return count, total
 
     def clear_memory(self) -> None:
         with self._lock:

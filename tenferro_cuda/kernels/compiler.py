@@ -21,7 +21,7 @@ from pathlib import Path
 from .. import _nvrtc
 from .._nvrtc import CompiledProgram
 from .._version import __version__
-from . import toolchain
+from . import includes, toolchain
 from .cache import KernelCache, cache_dir_setting, cache_key
 from .registry import INCLUDE_DIR, family
 
@@ -96,7 +96,10 @@ def _compile(source: str, source_name: str, expressions: tuple[str, ...], arch: 
     cache = cache if cache is not None else shared_cache()
     options = options_for(arch, extra_options)
     nvrtc = toolchain.version(cache.directory)
-    key = cache_key((source, headers_digest(), *options, nvrtc, __version__, *expressions))
+    # the headers a caller's include options reach (none for the package's own families)
+    user = includes.digest(source, extra_options) if extra_options else ""
+    tail = (__version__, *expressions, *((user,) if user else ()))
+    key = cache_key((source, headers_digest(), *options, nvrtc, *tail))
     prog = cache.get(key, expressions)
     if prog is not None:
         return prog, False
@@ -109,7 +112,7 @@ def _compile(source: str, source_name: str, expressions: tuple[str, ...], arch: 
              ", ".join(expressions)[:200], arch, 1e3 * (time.perf_counter() - start))
     real = toolchain.confirm()  # NVRTC is loaded now: check the version the key used
     if real != nvrtc:
-        key = cache_key((source, headers_digest(), *options, real, __version__, *expressions))
+        key = cache_key((source, headers_digest(), *options, real, *tail))
     cache.put(key, prog)
     toolchain.record(cache.directory)
     return prog, True

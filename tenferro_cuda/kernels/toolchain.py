@@ -131,7 +131,7 @@ def record_path(directory: Path) -> Path:
 def _stat_line(ver: str, path: str) -> str | None:
     try:
         st = os.stat(path)
-    except OSError:
+    except (OSError, ValueError):  # ValueError: a NUL byte in a damaged record's path
         return None
     return f"{ver}\t{path}\t{st.st_size}\t{st.st_mtime_ns}\t{st.st_ino}\n"
 
