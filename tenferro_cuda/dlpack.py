@@ -321,7 +321,7 @@ def read_capsule(capsule, op: str = "from_dlpack") -> tuple:
          deleter) = LEGACY.unpack_from(MEMORY, address)
     dtype = _FROM_DL.get((code, bits, lanes))
     if dtype is None:
-        from_dl_dtype(code, bits, lanes, op)  # raises the precise error
+        dtype = from_dl_dtype(code, bits, lanes, op)  # raises the precise error
     if ndim:
         if not 0 < ndim <= MAX_NDIM or not shape_p:
             raise ValidationError(f"malformed DLTensor (ndim {ndim}, shape pointer "

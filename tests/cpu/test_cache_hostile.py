@@ -21,7 +21,7 @@ from tenferro_cuda.kernels import cache as C
 from tenferro_cuda.kernels import compiler, toolchain
 
 ROOT = Path(__file__).resolve().parents[2]
-KEY = C.cache_key(("review", "key"))
+KEY = C.cache_key(("hostile", "key"))
 
 
 def _program(tag: str = "a") -> CompiledProgram:
