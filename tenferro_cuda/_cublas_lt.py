@@ -25,6 +25,7 @@ import weakref
 from typing import Any
 
 from . import _cublas
+from .authority import Authority
 
 __all__ = ["bind", "LtGemm"]
 
@@ -55,8 +56,9 @@ def _owned(owner: object, kind: str, value: int) -> int:
     return value
 
 
-class _LtHandle:
-    """One cublasLtHandle_t per cuBLAS ``Handle`` (same context and stream)."""
+class _LtHandle(Authority):
+    """One cublasLtHandle_t per cuBLAS ``Handle`` (same context and stream); it cannot be
+    copied or pickled (a copy would be a second owner of the handle)."""
 
     __slots__ = ("value", "__weakref__")
 
@@ -69,13 +71,14 @@ def _set(setter, obj: int, attr, ctype, value) -> None:
     setter(obj, int(attr), ctypes.addressof(box), ctypes.sizeof(box))
 
 
-class LtGemm:
+class LtGemm(Authority):
     """A bound ``cublasLtMatmul`` with the signature of ``PreparedGemm.run``.
 
     The algorithm is chosen at the first call, for the alignment of that call's addresses
     (cuBLASLt's heuristic otherwise assumes 256-byte aligned operands); a later call whose
     addresses are less aligned, or a layout the heuristic has no algorithm for, runs the
-    ``fallback`` (cublasGemmEx, which adapts per call)."""
+    ``fallback`` (cublasGemmEx, which adapts per call). It owns its descriptor and
+    layouts: it cannot be copied or pickled."""
 
     __slots__ = ("lt", "h", "plan", "types", "fallback", "fn", "args", "mask", "failed",
                  "keep", "__weakref__")

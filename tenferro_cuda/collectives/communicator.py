@@ -45,6 +45,14 @@ def _abort_all(handles: list) -> None:
         _nccl.abort(handle)
 
 
+def _abort_collected(handles: list) -> None:
+    """The finalizer of a communicator never closed: abort it on whatever thread collects
+    it, leaving that thread's current context as it was (NCCL sets the device)."""
+    if sys.is_finalizing():
+        return
+    guard.foreign_call(_abort_all, handles)
+
+
 class Communicator(Authority):
     """An NCCL communicator over sessions; see the module docstring."""
 
@@ -72,7 +80,7 @@ class Communicator(Authority):
         self._devices = tuple(s._rt.ordinal for s in sessions)
         self._thread = threading.get_ident()
         self._closed = False
-        self._finalizer = weakref.finalize(self, _abort_all, list(handles))
+        self._finalizer = weakref.finalize(self, _abort_collected, list(handles))
         self._finalizer.atexit = False
         return self
 

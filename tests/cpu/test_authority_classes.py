@@ -51,6 +51,8 @@ EXPECTED = {
     ("tenferro_cuda.dlpack", "ForeignOwner"),
     ("tenferro_cuda.cai", "HeldProducer"),
     ("tenferro_cuda._cublas", "Handle"),
+    ("tenferro_cuda._cublas_lt", "_LtHandle"),
+    ("tenferro_cuda._cublas_lt", "LtGemm"),
     ("tenferro_cuda.collectives.communicator", "Communicator"),
 }
 
