@@ -206,6 +206,7 @@ ctx_push = _checked("cuCtxPushCurrent")  # (ctx)
 ctx_pop = _checked("cuCtxPopCurrent")  # () -> the popped context
 ctx_set_current = _checked("cuCtxSetCurrent")  # (ctx)
 ctx_destroy = _checked("cuCtxDestroy")  # (ctx)
+NO_CONTEXT = _d.CUcontext(0)  # cuCtxSetCurrent(NO_CONTEXT) takes the top entry off
 _STACK_LIMIT = 1 << 16  # no thread holds this many contexts; bounds a runaway loop
 
 
@@ -217,7 +218,8 @@ def ctx_create(dev):
 def ctx_stack_take() -> list:
     """Pop the calling thread's whole context stack; its entries, bottom to top. When a
     call fails part-way, what was popped is pushed back before the error is raised."""
-    taken = []
+    taken: list = []
+    popping = None  # the entry being popped (an interrupt may come right after the pop)
     try:
         for _ in range(_STACK_LIMIT):
             status, current = _d.cuCtxGetCurrent()
@@ -225,8 +227,13 @@ def ctx_stack_take() -> list:
                 _fail("cuCtxGetCurrent", status)
             if not int(current):
                 break
+            popping = current
             taken.append(check(_d.cuCtxPopCurrent(), "cuCtxPopCurrent"))
-    except BaseException:
+            popping = None
+    except BaseException as exc:
+        if popping is not None and not isinstance(exc, Exception) \
+                and int(_d.cuCtxGetCurrent()[1]) != int(popping):
+            taken.append(popping)  # it was popped: it goes back with the others
         ctx_stack_put(reversed(taken), strict=False)
         raise
     taken.reverse()
@@ -235,8 +242,10 @@ def ctx_stack_take() -> list:
 
 def ctx_stack_put(contexts, strict: bool = True) -> Exception | None:
     """Push ``contexts`` (bottom to top). With ``strict=False`` every entry is tried and
-    the first failure is returned instead of raised (restoration is best effort)."""
-    failed = None
+    the first failure is returned instead of raised (restoration is best effort). An
+    interrupt (KeyboardInterrupt, ...) that arrives part-way is raised once every entry is
+    back; the entry it interrupted counts as pushed when it is current."""
+    failed = interrupt = None
     for ctx in contexts:
         try:
             check(_d.cuCtxPushCurrent(ctx), "cuCtxPushCurrent")
@@ -244,6 +253,12 @@ def ctx_stack_put(contexts, strict: bool = True) -> Exception | None:
             if strict:
                 raise
             failed = failed or exc
+        except BaseException as exc:  # noqa: BLE001 - held until the stack is whole
+            interrupt = interrupt or exc
+            if int(_d.cuCtxGetCurrent()[1]) != int(ctx):
+                _d.cuCtxPushCurrent(ctx)
+    if interrupt is not None:
+        raise interrupt
     return failed
 
 

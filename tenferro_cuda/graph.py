@@ -34,6 +34,7 @@ from .exec import entry, guard
 from .exec.aliasing import byte_range, check_writable
 from .exec.capture import CaptureState, GraphMemory, refused
 from .exec.residency import resident
+from .graph_rebind import Executables, check_placement, written_keys
 from .memo import BoundedCache
 from .tensor import Tensor, _Strided
 
@@ -58,7 +59,7 @@ class CudaGraph(Authority):
     _kept: tuple  # the buffers of those tensors
     _ops: tuple[str, ...]  # the captured ops' names, in order
     _fixed: set[int]  # id of tensors read through a device pointer table
-    _written: set[int]  # id of tensors the graph writes (outputs of _into ops)
+    _written: set[int]  # id of tensors whose memory the graph writes (graph_rebind)
     _scalars: frozenset[int]  # the parameter words the captured scalar operands may be
     _spans: dict[int, tuple[int, int]]  # id -> the captured view's byte range
     _table: Any  # the NodeTable (read on the first rebinding)
@@ -89,7 +90,7 @@ class CudaGraph(Authority):
         self._kept = tuple(state.kept.values())
         self._ops = tuple(state.ops)
         self._fixed = set(state.table_users)
-        self._written = set(state.written)
+        self._written = written_keys(state.external, state.written)
         self._scalars = frozenset(state.scalars)
         self._spans = {key: byte_range(t) for key, t in self._external.items()}
         # a captured kernel may write the error word: each replay makes synchronize read it
@@ -203,52 +204,14 @@ class CudaGraph(Authority):
         # and is checked as if it were not named.
         placement = frozenset(moved.items())
         if placement not in self._placements:
-            self._check_overlap(moved, op)
-            if self._scalars:
-                self._check_scalars(moved, op)
+            check_placement(self, moved, op)
             self._placements.put(placement, True)
         if self._execs is None:
-            from .graph_rebind import Executables
-
             self._execs = Executables(self._graph, self._exec, self._nodes(), self._spans,
                                       self._sites_of)
         exe = self._execs.select(moved, ctx.context_id, placement)
         self._bound = bound
         return exe
-
-    def _check_overlap(self, shifts: dict[int, int], op: str) -> None:
-        """A rebound view must not meet graph memory, nor another tensor of the graph it
-        did not meet when captured."""
-        spans = {key_id: (lo, hi, shifts.get(key_id, 0))
-                 for key_id, (lo, hi) in self._spans.items()}
-        blocks = self._memory.blocks
-        for key_id, shift in shifts.items():
-            if not shift:
-                continue
-            lo, hi, _ = spans[key_id]
-            nlo, nhi = lo + shift, hi + shift
-            for ptr, nbytes in blocks:
-                if nlo < ptr + nbytes and ptr < nhi:
-                    raise ValidationError("a rebound tensor overlaps memory the graph owns",
-                                          op=op)
-            for other, (olo, ohi, oshift) in spans.items():
-                if other == key_id or (lo < ohi and olo < hi):
-                    continue
-                if nlo < ohi + oshift and olo + oshift < nhi:
-                    raise ValidationError("a rebound tensor overlaps another tensor of the "
-                                          "graph that it did not overlap when captured",
-                                          op=op)
-
-    def _check_scalars(self, shifts: dict[int, int], op: str) -> None:
-        """A kernel parameter with the bits of both a captured scalar operand and an
-        address inside a tensor to move cannot be told apart: refuse rather than move a
-        value."""
-        for key_id, shift in shifts.items():
-            if shift and any(site[2] in self._scalars for site in self._sites_of(key_id)):
-                raise ValidationError(
-                    "a scalar operand captured in this graph has the bits of an address "
-                    "inside a tensor to rebind, and the graph cannot tell the two apart: "
-                    "pass that value as a tensor, or capture again", op=op)
 
     def _nodes(self) -> Any:
         if self._table is None:
@@ -303,11 +266,12 @@ class CaptureScope(Authority):
     session's entry). On its own thread an exception, ``GeneratorExit`` included,
     discards the capture."""
 
-    __slots__ = ("_session", "_graph")
+    __slots__ = ("_session", "_graph", "_guard")
 
     def __init__(self, session: Any) -> None:
         self._session = session
         self._graph: CudaGraph | None = None
+        self._guard: guard.ScopeGuard | None = None
 
     def __enter__(self) -> CudaGraph:
         op = "capture"
@@ -316,7 +280,10 @@ class CaptureScope(Authority):
         ctx = entry.check(self._session, op)
         if ctx.capture is not None:
             ctx.capture.refuse(op)
-        with ctx.runtime.current():
+        # ours pushed for the body; the stack is the caller's again at exit (a raw scope's
+        # guard: whatever the body pushed, popped or set)
+        scope_guard = guard.ScopeGuard(ctx.context, op)
+        try:
             ctx.flush()
             if ctx._blas is None:  # cuBLAS handles are made before capture, never in it
                 try:
@@ -325,13 +292,25 @@ class CaptureScope(Authority):
                     pass
             memory = GraphMemory(ctx.home, ctx.auxiliary_stream())
             dg.begin_capture(int(ctx.stream), op)
-            state = CaptureState(ctx, memory)
-            ctx.home.begin_graph(memory)
-            ctx.capture, ctx.eager = state, False
+        except BaseException:
+            scope_guard.exit()
+            raise
+        state = CaptureState(ctx, memory)
+        ctx.home.begin_graph(memory)
+        ctx.capture, ctx.eager = state, False
+        self._guard = scope_guard
         self._graph = graph = CudaGraph._begin(self._session, state)
         return graph
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        scope_guard, self._guard = self._guard, None
+        try:
+            self._end(exc_type)
+        finally:
+            if scope_guard is not None:
+                scope_guard.exit()  # on another thread (or later than the session): abandons
+
+    def _end(self, exc_type: Any) -> None:
         graph = self._graph
         if graph is None or graph._state is None:
             return

@@ -33,10 +33,11 @@ from typing import Any
 
 from . import _driver_graph as dg
 from .authority import Authority
-from .errors import TenferroError
+from .errors import TenferroError, ValidationError
+from .exec.aliasing import byte_range
 from .memo import BoundedCache
 
-__all__ = ["NodeTable", "Executables", "MAX_EXECS"]
+__all__ = ["NodeTable", "Executables", "MAX_EXECS", "written_keys", "check_placement"]
 
 _WORD = struct.Struct("<Q")
 _DEVICE_MEMORY = 2  # CU_MEMORYTYPE_DEVICE
@@ -147,6 +148,10 @@ class NodeTable:
         """The sites whose original value is an address in ``[lo, hi)``."""
         return [s for s in self._sites if lo <= s[2] < hi]
 
+    def holds(self, lo: int, hi: int) -> bool:
+        """Whether a site's original value is an address in ``[lo, hi)``."""
+        return any(lo <= s[2] < hi for s in self._sites)
+
     def move(self, sites: list[tuple[Any, Any, int]], shift: int) -> None:
         """Set each site to its original value + ``shift`` (in this table's copies)."""
         for entry, where, value in sites:
@@ -237,3 +242,87 @@ class Executables(Authority):
         table.push(exe, entries.values(), context)
         state[exe] = dict(placement)
         self._by[key] = exe
+
+
+# --- what a rebinding may move ------------------------------------------------------------
+
+def _buffer_range(t: Any) -> tuple[int, int]:
+    buf = t.base.buffer
+    return buf.ptr, buf.ptr + buf.nbytes
+
+
+def written_keys(external: dict[int, Any], written: set[int]) -> set[int]:
+    """The tensors the capture was given whose memory the graph writes: the outputs, and
+    every other tensor over memory an output addresses (an in-place ``add_into(x, b, out)``
+    whose ``out`` is another Tensor over ``x``'s buffer; a view of ``x`` a later op
+    writes). Memory is compared, never objects (``exec/aliasing.py``)."""
+    spans = {key: byte_range(t) for key, t in external.items()}
+    outs = [spans[key] for key in written if key in spans]
+    return {key for key, (lo, hi) in spans.items()
+            if key in written or any(lo < ohi and olo < hi for olo, ohi in outs)}
+
+
+def check_placement(g: Any, moved: dict[int, int], op: str) -> None:
+    """The checks a placement passes once (``CudaGraph._rebind``; ``g`` is the graph):
+    each moved tensor's addresses can be told apart, no moved view meets graph memory or
+    another tensor of the graph it did not meet when captured, and no captured scalar
+    operand has the bits of an address to move."""
+    for key_id, shift in moved.items():
+        if shift and _tangled(g, key_id):
+            raise ValidationError(
+                "this tensor shares its allocation with memory the graph reaches outside "
+                "its view (another tensor of the graph over the same allocation, or a "
+                "kernel given the allocation's base address), so the graph's addresses of "
+                "it cannot be told apart: rebind a tensor over the whole allocation, or "
+                "capture with a tensor of its own", op=op)
+    _check_overlap(g._spans, g._memory.blocks, moved, op)
+    if g._scalars:
+        for key_id, shift in moved.items():
+            if shift and any(site[2] in g._scalars for site in g._sites_of(key_id)):
+                raise ValidationError(
+                    "a scalar operand captured in this graph has the bits of an address "
+                    "inside a tensor to rebind, and the graph cannot tell the two apart: "
+                    "pass that value as a tensor, or capture again", op=op)
+
+
+def _tangled(g: Any, key_id: int) -> bool:
+    """Whether moving the tensor ``key_id`` by its view's addresses would be ambiguous:
+    another tensor of the graph over the same allocation that is not inside its view
+    (its addresses, or its allocation's base address given to a kernel, may lie in this
+    view), or a node address inside the allocation but outside the view (a kernel given
+    the base address and an offset)."""
+    key = g._external[key_id]
+    lo, hi = g._spans[key_id]
+    blo, bhi = _buffer_range(key)
+    for other_id, other in g._external.items():
+        if other_id == key_id:
+            continue
+        olo, ohi = _buffer_range(other)
+        if olo < bhi and blo < ohi:
+            vlo, vhi = g._spans[other_id]
+            if vlo < vhi and not (lo <= vlo and vhi <= hi):
+                return True
+    table = g._nodes()
+    return table.holds(blo, lo) or table.holds(hi, bhi)
+
+
+def _check_overlap(spans: dict[int, tuple[int, int]], blocks: Any, moved: dict[int, int],
+                   op: str) -> None:
+    """A rebound view must not meet graph memory, nor another tensor of the graph it did
+    not meet when captured."""
+    for key_id, shift in moved.items():
+        if not shift:
+            continue
+        lo, hi = spans[key_id]
+        nlo, nhi = lo + shift, hi + shift
+        for ptr, nbytes in blocks:
+            if nlo < ptr + nbytes and ptr < nhi:
+                raise ValidationError("a rebound tensor overlaps memory the graph owns",
+                                      op=op)
+        for other, (olo, ohi) in spans.items():
+            if other == key_id or (lo < ohi and olo < hi):
+                continue
+            oshift = moved.get(other, 0)
+            if nlo < ohi + oshift and olo + oshift < nhi:
+                raise ValidationError("a rebound tensor overlaps another tensor of the "
+                                      "graph that it did not overlap when captured", op=op)

@@ -6,8 +6,11 @@ Contract (DESIGN 9):
   driver has no call for that, so the stack is popped and pushed back) and pushes ours.
   On exit, whatever the body did (pushed and forgot, popped ours or more, replaced the top
   with ``cuCtxSetCurrent``), the stack is emptied and the snapshot pushed back: every
-  entry is what it was at entry. Exit never raises; a failure is written to stderr and
-  never replaces the scope's result or exception.
+  entry is what it was at entry. An entry the body left that the driver refuses to pop
+  (a context destroyed on the stack) is taken off with ``cuCtxSetCurrent(NULL)``. Exit
+  never raises for its own failures: one is written to stderr and never replaces the
+  scope's result or exception. An interrupt (KeyboardInterrupt) that arrives while the
+  stack is taken off or pushed back, on entry or exit, is raised once the stack is whole.
 - ``call_current`` runs a call with our context current; ``call_pushed`` is its
   unusual path: when user code made another context current (or none) inside a session,
   an op pushes ours, runs and pops, so the caller's context stays current. On the usual
@@ -83,11 +86,21 @@ class ScopeGuard(Authority):
         self.open = False
         self.on_abandon = on_abandon
         taken = _driver.ctx_stack_take()
-        self.saved = [ctx for ctx in taken if _driver.ctx_stack_put((ctx,), strict=False)
-                      is None]
-        if len(self.saved) != len(taken):  # a context the driver refuses (destroyed)
-            _report(op, RuntimeError(f"{len(taken) - len(self.saved)} context(s) of the "
+        saved: list = []
+        interrupt = None
+        for ctx in taken:  # one by one: an entry the driver refuses is left out
+            try:
+                if _driver.ctx_stack_put((ctx,), strict=False) is None:
+                    saved.append(ctx)
+            except BaseException as exc:  # noqa: BLE001 - an interrupt; ``ctx`` is back
+                saved.append(ctx)
+                interrupt = interrupt or exc
+        self.saved = saved
+        if len(saved) != len(taken):  # a context the driver refuses (destroyed)
+            _report(op, RuntimeError(f"{len(taken) - len(saved)} context(s) of the "
                                      "caller's stack could not be pushed back"))
+        if interrupt is not None:  # the caller's stack is whole; nothing of ours on it
+            raise interrupt
         try:
             _driver.ctx_push(ours)
         except BackendSourceError as exc:
@@ -115,13 +128,7 @@ class ScopeGuard(Authority):
             later.abandon()
         del peers[at:]
         self.open = False
-        try:
-            _driver.ctx_stack_take()
-        except BaseException as exc:  # noqa: BLE001 - best effort by contract
-            _report(self.op, exc)
-        failed = _driver.ctx_stack_put(self.saved, strict=False)
-        if failed is not None:
-            _report(self.op, failed)
+        _restore(self.saved, self.op)
 
     def abandon(self) -> None:
         """Close the guard without touching any context (idempotent, any thread)."""
@@ -138,6 +145,48 @@ class ScopeGuard(Authority):
             except Exception as exc:  # noqa: BLE001 - runs from finalizers too
                 print(f"tenferro_cuda: abandoning {self.op} failed: {exc!r}",
                       file=sys.stderr)
+
+
+def _restore(saved: list, op: str) -> None:
+    """Empty the stack and push ``saved`` back. A failure is reported on stderr, never
+    raised; an interrupt that arrives meanwhile is raised once ``saved`` is back."""
+    interrupt = None
+    for _ in range(3):  # a take interrupted part-way puts back what it took: again
+        try:
+            _driver.ctx_stack_take()
+            break
+        except Exception as exc:  # noqa: BLE001 - an entry that cannot be popped
+            _report(op, exc)
+            _clear(op)
+            break
+        except BaseException as exc:  # noqa: BLE001 - held until the stack is whole
+            interrupt = interrupt or exc
+    else:
+        _clear(op)
+    try:
+        failed = _driver.ctx_stack_put(saved, strict=False)
+    except BaseException as exc:  # noqa: BLE001 - an interrupt, after every entry
+        interrupt, failed = interrupt or exc, None
+    if failed is not None:
+        _report(op, failed)
+    if interrupt is not None:
+        raise interrupt
+
+
+def _clear(op: str) -> None:
+    """Empty the stack when an entry cannot be popped (a context destroyed while it sat
+    on the stack): ``cuCtxSetCurrent(NULL)`` takes the top off whatever it is."""
+    for _ in range(1 << 16):
+        try:
+            if not current_id():
+                return
+            try:
+                _driver.ctx_pop()
+            except Exception:  # noqa: BLE001 - refused: take it off another way
+                _driver.ctx_set_current(_driver.NO_CONTEXT)
+        except Exception as exc:  # noqa: BLE001 - reported; the restore goes on
+            _report(op, exc)
+            return
 
 
 _local = threading.local()
@@ -221,10 +270,4 @@ def foreign_call_saved(fn: Callable[..., R], *args: Any) -> R:
         return fn(*args)
     finally:
         if current_id() != top:
-            try:
-                _driver.ctx_stack_take()
-            except BaseException as exc:  # noqa: BLE001 - never hide the call's outcome
-                _report(getattr(fn, "__name__", "foreign call"), exc)
-            failed = _driver.ctx_stack_put(saved, strict=False)
-            if failed is not None:
-                _report(getattr(fn, "__name__", "foreign call"), failed)
+            _restore(saved, getattr(fn, "__name__", "foreign call"))

@@ -268,8 +268,14 @@ class Device:
                 idx = idx + (np.arange(shape[d]) * st).reshape([-1 if e == d else 1
                                                                 for e in range(len(shape))])
             offs.append(idx.reshape(-1))
-        arrays = [np.array([v], dtype=d.numpy) if v is not None else self.mem.array(p, d)[0]
-                  for p, d, v in zip(ptrs, dts, [None, *values])]
+        arrays = []
+        for k, (p, d, v) in enumerate(zip(ptrs, dts, [None, *values])):
+            if v is not None:
+                arrays.append(np.array([v], dtype=d.numpy))
+                continue
+            arr, start = self.mem.array(p, d)  # the layout's offsets count from ``p``
+            arrays.append(arr)
+            offs[k] = offs[k] + start
         for k, v in enumerate(values):
             if v is not None:
                 offs[k + 1] = np.zeros_like(offs[0])  # read once, whatever its layout

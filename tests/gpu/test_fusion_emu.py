@@ -304,8 +304,8 @@ class Device:
             arrays, offs = [], []
             for (lshape, lstrides, loff), p, d in zip(lays, ptrs, dts):
                 assert lshape == shape
-                arr = self.mem.array(p, d)[0]
-                off = _indices(shape, lstrides, loff)
+                arr, start = self.mem.array(p, d)  # the layout's offsets count from ``p``
+                off = _indices(shape, lstrides, loff) + start
                 assert off.size == 0 or (off.min() >= 0 and off.max() < len(arr)), "OOB"
                 arrays.append(arr)
                 offs.append(off)

@@ -10,6 +10,8 @@ import threading
 from types import SimpleNamespace
 
 import pytest
+from reference.fake_ctx_stack import Ctx
+from reference.fake_ctx_stack import install as install_stack
 
 from tenferro_cuda import _driver_graph, _driver_memory
 from tenferro_cuda.authority import Scope
@@ -57,6 +59,7 @@ def driver(monkeypatch):
         return next_ptr[0]
     monkeypatch.setattr(_driver_memory, "mem_alloc_async", alloc)
     monkeypatch.setattr(cap._driver, "stream_synchronize", lambda s, op="": log.syncs.append(s))
+    log.stacks = install_stack(monkeypatch)  # a capture scope guards the context stack
     return log
 
 
@@ -82,6 +85,8 @@ class FakeCtx:
         self.stream, self.thread, self.closed, self.eager = 7, threading.get_ident(), False, True
         self.capture, self._blas, self.runtime = None, None, FakeRuntime()
         self.flushed, self.ordinal, self.domain = 0, 0, 1
+        self.context = Ctx(0x51)  # pushed by a capture scope's guard (the fake stack)
+        self.context_id = int(self.context)
         self.errors = ErrorWatch()
 
     def flush(self):
@@ -122,6 +127,11 @@ class FakeTable:
 
     def sites(self, lo, hi):
         return [(lo, hi)]
+
+    def holds(self, lo, hi):
+        """No node holds an address outside the captured views (``sites`` makes one site
+        per view)."""
+        return False
 
     def move(self, sites, shift):
         self.moves.append((sites[0], shift))

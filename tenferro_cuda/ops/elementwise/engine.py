@@ -316,44 +316,62 @@ def _contig(p: Prep, launch: Any, walk: Plan, out: _Strided, inputs) -> None:
                    ptrs[1] + start * steps[1], ptrs[2] + start * steps[2], count, flags)
 
 
+def _at(bases: list[int], offsets, items, inputs) -> list[int]:
+    """The address of element 0 of the output and of each tensor operand (``bases``:
+    their buffers' addresses, the output's first; ``offsets`` in elements): a kernel holds
+    each view by an address inside it, with a layout offset of 0, so that a graph
+    rebinding finds it (``graph_rebind``). By-value operands keep their bits."""
+    out = [bases[0] + offsets[0] * items[0]]
+    for k in range(3):
+        if k < len(inputs) and type(inputs[k]) is not Value:
+            out.append(bases[k + 1] + offsets[k + 1] * items[k + 1])
+        else:
+            out.append(bases[k + 1])
+    return out
+
+
 def _strided(ctx: ExecContext, p: Prep, walk: Plan, out: _Strided, inputs) -> None:
-    po, ptrs = base_ptr(out), _pointers(inputs)
+    ptrs = _pointers(inputs)
+    items = (p.out_item, *p.items)
     launch = p.strided
     if walk.tiled:
-        lays = [layout_bytes(walk.shape, st, off)
-                for st, off in zip(walk.strides, walk.offsets)]
+        lays = [layout_bytes(walk.shape, st, 0) for st in walk.strides]
         lays += [_EMPTY_LAYOUT] * (4 - len(lays))
         smem = sum(tile_bytes(item) for k, item in enumerate(p.items)
                    if walk.tiled & (2 << k))
         tiled = ctx.prepare(("ew", p.kind.key, p.name, p.dtype, "tiled", smem), launch.fn,
                             STRIDED_CODES, shared=smem, tail=p.tail, op=p.name)
         mode = walk.tiled | _slots(tiled, ptrs, inputs)
-        tiled.run3(tiled_grid(walk), po, lays[0], ptrs[0], lays[1], ptrs[1], lays[2],
-                   ptrs[2], lays[3], 0, mode)
+        po, a, b, c = _at([base_ptr(out), *ptrs], walk.offsets, items, inputs)
+        tiled.run3(tiled_grid(walk), po, lays[0], a, lays[1], b, lays[2], c, lays[3], 0,
+                   mode)
         return
     mode = _slots(launch, ptrs, inputs)
+    bases = [base_ptr(out), *ptrs]
     for shape, strides, offsets in chunks(walk.shape, walk.strides, walk.offsets, CHUNK):
-        lays = [layout_bytes(shape, st, off) for st, off in zip(strides, offsets)]
+        lays = [layout_bytes(shape, st, 0) for st in strides]
         lays += [_EMPTY_LAYOUT] * (4 - len(lays))
         n = math.prod(shape)
-        launch.run(ctx.grid(n), po, lays[0], ptrs[0], lays[1], ptrs[1], lays[2], ptrs[2],
-                   lays[3], n, mode)
+        po, a, b, c = _at(bases, offsets, items, inputs)
+        launch.run(ctx.grid(n), po, lays[0], a, lays[1], b, lays[2], c, lays[3], n, mode)
 
 
 def _bcast(p: Prep, walk: Plan, out: _Strided, inputs) -> None:
-    po, ptrs = base_ptr(out), _pointers(inputs)
+    ptrs = _pointers(inputs)
     items = (p.out_item, *p.items)
     vec = 16 // max(items)
     launch = p.bcast
     values = _slots(launch, ptrs, inputs)
+    bases = [base_ptr(out), *ptrs]
     for piece, piece_strides, offsets in chunks(walk.shape, walk.strides, walk.offsets,
                                                 CHUNK):
         shape, strides = pad3(piece, piece_strides)
+        addresses = _at(bases, offsets, items, inputs)
         # (a by-value operand's stride is 0: bcast_vectors skips its address)
-        addresses = [b + off * item for b, off, item in zip([po, *ptrs], offsets, items)]
         flags = int(bcast_vectors(shape, strides, addresses, items, vec)) | values
-        lays = [layout_bytes(shape, st, off) for st, off in zip(strides, offsets)]
+        lays = [layout_bytes(shape, st, 0) for st in strides]
         lays += [_EMPTY_LAYOUT] * (4 - len(lays))
         n = math.prod(shape)
-        launch.run(min(-(-n // p.per_block), p.cap), po, lays[0], ptrs[0], lays[1], ptrs[1],
-                   lays[2], ptrs[2], lays[3], n, flags)
+        po, a, b, c = addresses
+        launch.run(min(-(-n // p.per_block), p.cap), po, lays[0], a, lays[1], b, lays[2], c,
+                   lays[3], n, flags)
