@@ -22,6 +22,7 @@ from .exec.residency import resident
 from .kernels.registry import family as family_of
 from .ops import storage
 from .raw import Function, KernelArg, LaunchConfig, Module, RawSession, StreamHandle
+from .raw_args import _texts
 from .tensor import Tensor, _Strided
 
 __all__ = ["KernelSession"]
@@ -66,11 +67,19 @@ class KernelSession(Authority):
 
     def compile(self, source: str, name_expressions: Sequence[str],
                 options: Sequence[str] = (), *, name: str = "kernel.cu") -> dict[str, Function]:
-        """Compile through the library cache; return a Function per name expression."""
+        """Compile through the library cache; return a Function per name expression.
+        ``name_expressions`` and ``options`` are sequences of str (a list or tuple, never
+        one string: ``compile(src, ["scale"])``)."""
         ctx = self._check()
+        exprs = _texts(name_expressions, "compile name_expressions", self.op)
+        opts = _texts(options, "compile options", self.op)
+        if not isinstance(source, str) or not isinstance(name, str):
+            raise ValidationError(f"compile takes the source and its name as str (got "
+                                  f"{type(source).__name__}, {type(name).__name__})",
+                                  op=self.op)
         out = {}
-        for expr in name_expressions:
-            fn = ctx.source_function(source, name, expr, tuple(options), op=self.op)
+        for expr in exprs:
+            fn = ctx.source_function(source, name, expr, opts, op=self.op)
             out[expr] = Function(fn, Module(None, ctx, self._scope), expr)
         return out
 

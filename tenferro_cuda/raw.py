@@ -27,7 +27,7 @@ from .exec.context import ExecContext
 from .exec.residency import resident
 from .kernels.compiler import compile_cached
 from .kernels.launch import check_geometry
-from .raw_args import KernelArg, LaunchConfig
+from .raw_args import _BYTES_LIKE, KernelArg, LaunchConfig, _bytes_like, _texts
 from .raw_lent import DevicePointer, Function, Module, StreamHandle
 from .tensor import Tensor, _Strided
 
@@ -95,13 +95,22 @@ class RawSession(Authority):
         return self._device(ctx.alloc, as_dtype(dtype), shape_t, self.op)
 
     def alloc_bytes(self, nbytes: int) -> Tensor:
-        """A new uint8 device tensor of ``nbytes`` elements."""
-        return self.alloc_output(DType.UINT8, (int(nbytes),))
+        """A new uint8 device tensor of ``nbytes`` elements (an int >= 0)."""
+        try:
+            n = -1 if type(nbytes) is bool else operator.index(nbytes)
+        except TypeError:
+            n = -1
+        if n < 0:
+            raise ValidationError(f"nbytes must be an int >= 0 (got {nbytes!r:.80})",
+                                  op=self.op)
+        return self.alloc_output(DType.UINT8, (n,))
 
     def upload_bytes(self, data: bytes) -> Tensor:
-        """A new uint8 device tensor holding ``data``."""
+        """A new uint8 device tensor holding ``data`` (bytes, a bytearray or a
+        memoryview)."""
         self._check()
-        return self._session.upload_host_tensor(np.frombuffer(bytes(data), np.uint8).copy())
+        image = _bytes_like(data, "upload_bytes data", self.op)
+        return self._session.upload_host_tensor(np.frombuffer(image, np.uint8).copy())
 
     def copy_bytes(self, dst: _Strided, src: _Strided, nbytes: int) -> None:
         """Copy ``nbytes`` from ``src``'s element 0 to ``dst``'s (bounds checked)."""
@@ -123,23 +132,42 @@ class RawSession(Authority):
 
     # --- modules and launches ----------------------------------------------------------
     def load_ptx(self, ptx: str | bytes) -> Module:
-        """Load PTX text into the runtime's context."""
+        """Load PTX text (a str, or bytes, a bytearray or a memoryview) into the
+        runtime's context."""
         ctx = self._check()
-        image = ptx.encode() if isinstance(ptx, str) else bytes(ptx)
+        if isinstance(ptx, str):
+            try:
+                image = ptx.encode()
+            except UnicodeEncodeError as exc:
+                raise ValidationError(f"load_ptx: the PTX text cannot be encoded: {exc}",
+                                      op=self.op) from None
+        elif isinstance(ptx, _BYTES_LIKE):
+            image = _bytes_like(ptx, "load_ptx", self.op)
+        else:
+            raise ValidationError(f"load_ptx takes PTX text: a str, bytes, a bytearray or a "
+                                  f"memoryview (got {type(ptx).__name__})", op=self.op)
         if not image.endswith(b"\0"):
             image += b"\0"
         return Module(ctx.runtime.load_module(image, self.op), ctx, self._scope)
 
     def load_cubin(self, cubin: bytes) -> Module:
-        """Load a cubin (or fatbin) image into the runtime's context."""
+        """Load a cubin (or fatbin) image (bytes, a bytearray or a memoryview) into the
+        runtime's context."""
         ctx = self._check()
-        return Module(ctx.runtime.load_module(bytes(cubin), self.op), ctx, self._scope)
+        image = _bytes_like(cubin, "load_cubin image", self.op)
+        return Module(ctx.runtime.load_module(image, self.op), ctx, self._scope)
 
     def compile_nvrtc(self, source: str, options: Sequence[str] = (), *,
                       name: str = "extension.cu") -> Module:
-        """Compile ``source`` for this device (through the kernel cache) and load it."""
+        """Compile ``source`` for this device (through the kernel cache) and load it;
+        ``options`` is a sequence of str (a list or tuple, never one string)."""
         ctx = self._check()
-        prog = compile_cached(source, name, (), ctx.info.arch, tuple(options), op=self.op)
+        opts = _texts(options, "compile_nvrtc options", self.op)
+        if not isinstance(source, str) or not isinstance(name, str):
+            raise ValidationError(f"compile_nvrtc takes the source and its name as str (got "
+                                  f"{type(source).__name__}, {type(name).__name__})",
+                                  op=self.op)
+        prog = compile_cached(source, name, (), ctx.info.arch, opts, op=self.op)
         return Module(ctx.runtime.load_module(prog.image, self.op), ctx, self._scope)
 
     def launch(self, fn: Function, config: LaunchConfig, args: Sequence[KernelArg]) -> None:
@@ -149,9 +177,17 @@ class RawSession(Authority):
             raise ValidationError(f"fn must be a Function lent by this scope (got "
                                   f"{type(fn).__name__})", op=self.op)
         fn._check()
+        if fn._module._ctx is not ctx:  # lent by the session of another device or thread
+            raise ValidationError(f"fn {fn.name!r} was lent by the session of device "
+                                  f"{getattr(fn._module._ctx, 'ordinal', '?')}, not by this "
+                                  f"one (device {ctx.ordinal}); launch it on its own session",
+                                  op=self.op)
         if not isinstance(config, LaunchConfig):
             raise ValidationError(f"config must be a LaunchConfig (got "
                                   f"{type(config).__name__})", op=self.op)
+        if type(args) not in (list, tuple) and not isinstance(args, Sequence):
+            raise ValidationError(f"args must be a sequence (list or tuple) of KernelArg "
+                                  f"values (got {type(args).__name__})", op=self.op)
         codes, data = "", []
         for a in args:  # one pass: check, codes, values (nothing is launched on a failure)
             if not isinstance(a, KernelArg):
@@ -207,10 +243,13 @@ def _fit_function(fn: Any, info: Any, block: tuple[int, int, int], shared: int,
 
 def _shape(shape: Sequence[int], op: str) -> tuple[int, ...]:
     try:
-        dims = tuple(operator.index(s) for s in shape)
+        given = tuple(shape)
+        dims = tuple(operator.index(s) for s in given)
     except TypeError:
         raise ValidationError(f"shape must be a sequence of ints (got {shape!r})",
                               op=op) from None
+    if any(type(s) is bool for s in given):
+        raise ValidationError(f"shape entries must be ints, not bools (got {shape!r})", op=op)
     if any(s < 0 for s in dims):
         raise ValidationError(f"shape entries must be >= 0 (got {dims})", op=op)
     return dims

@@ -10,6 +10,7 @@ import threading
 
 from . import _driver
 from .authority import Authority, Scope
+from .errors import ValidationError
 from .exec.context import ExecContext
 
 __all__ = ["DevicePointer", "StreamHandle", "Module", "Function"]
@@ -118,7 +119,8 @@ class StreamHandle(_Lent):
 
 
 class Module(_Lent):
-    """A loaded module; ``function(name)`` looks up a kernel in it."""
+    """A loaded module; ``function(name)`` looks up a kernel in it. ``_ctx`` is the
+    execution context (device and thread) that lent it: its functions launch only there."""
 
     __slots__ = ("_module", "_ctx")
 
@@ -126,7 +128,11 @@ class Module(_Lent):
         self._module, self._ctx, self._scope, self._what = module, ctx, scope, "module"
 
     def function(self, name: str) -> Function:
+        """The kernel ``name`` (a str: its mangled or ``extern "C"`` name)."""
         self._check()
+        if not isinstance(name, str):
+            raise ValidationError(f"the kernel name must be a str (got {type(name).__name__})",
+                                  op="Module.function")
         with self._ctx.runtime.current():
             fn = _driver.module_get_function(self._module, name, "Module.function")
         return Function(fn, self, name)

@@ -103,7 +103,12 @@ class CudaExecSession(SessionOps, Authority):
 
         op = "supports"
         entry.check(self, op)
-        cap = GpuExtensionCapability(capability)
+        try:
+            cap = GpuExtensionCapability(capability)
+        except (ValueError, TypeError):
+            names = ", ".join(repr(c.value) for c in GpuExtensionCapability)
+            raise ValidationError(f"unknown capability {capability!r:.80} (one of {names})",
+                                  op=op) from None
         if peer is None:
             return supports(self._rt, cap)
         if cap is not GpuExtensionCapability.PEER_COPY:
@@ -167,6 +172,7 @@ class CudaExecSession(SessionOps, Authority):
 
     def raw(self, op: str) -> _SubScope:
         """The raw sub-session as a context manager: ``with s.raw(op) as raw: ...``."""
+        _check_op_name(op, "raw")
         entry.check(self, op, "raw")
         return _SubScope(self, op, kernels=False)
 
@@ -177,12 +183,20 @@ class CudaExecSession(SessionOps, Authority):
 
     def kernels(self, op: str) -> _SubScope:
         """The kernel sub-session as a context manager: ``with s.kernels(op) as ks: ...``."""
+        _check_op_name(op, "kernels")
         entry.check(self, op, "kernels")
         return _SubScope(self, op, kernels=True)
 
     def __repr__(self) -> str:
         state = "open" if self._scope.alive else "closed"
         return f"<CudaExecSession device={self._rt.ordinal} {state}>"
+
+
+def _check_op_name(op: object, method: str) -> None:
+    """A sub-session's ``op`` is the name every error of it carries: a str."""
+    if not isinstance(op, str):
+        raise ValidationError(f"op must be a str naming the extension's operation (got "
+                              f"{type(op).__name__})", op=method)
 
 
 def _synchronize(ctx: ExecContext) -> None:
