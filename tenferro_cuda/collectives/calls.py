@@ -16,7 +16,6 @@ from typing import Any
 
 from .. import _nccl
 from ..errors import ValidationError
-from ..exec import aliasing
 from . import ranks, wire
 
 __all__ = ["all_reduce", "all_gather", "reduce_scatter", "broadcast", "send_recv"]
@@ -104,12 +103,13 @@ def broadcast(comm: Any, x: object, root: object, in_place: bool, op: str) -> An
     root = _check_rank(comm, root, op, "root")
     xs, single = ranks.per_rank(x, ctxs, op, "x")
     shape, dtype = ranks.same_layout(xs, op, "x")
-    if in_place:
+    if in_place:  # every rank's x is its output; the root's is also the input
         for _, t in xs:
             if not t.is_contiguous:
                 raise ValidationError("x must be contiguous to be broadcast in place",
                                       op=op)
-            aliasing.check_writable(t, op, "x")
+        named = [(i, t, f"x on device {ctxs[i].ordinal}") for i, t in xs]
+        ranks.disjoint(named, [n for n in named if comm._ranks[n[0]] == root], op, True)
     results, calls = [], []
     nbytes = math.prod(shape) * dtype.itemsize
     for i, t in xs:
@@ -174,14 +174,12 @@ def send_recv(comm: Any, sends: object, recvs: object, op: str) -> None:
     out_sends = _pairs(comm, ctxs, sends, op, "sends")
     out_recvs = _pairs(comm, ctxs, recvs, op, "recvs")
     _match(comm, out_sends, out_recvs, op)
-    for j, (i, o, _) in enumerate(out_recvs):
+    for j, (_, o, _) in enumerate(out_recvs):
         if not o.is_contiguous:
             raise ValidationError(f"recvs[{j}] must be contiguous (NCCL writes one dense "
                                   "run)", op=op)
-        others = [t for k, (m, t, _) in enumerate(out_recvs) if m == i and k != j]
-        others += [t for m, t, _ in out_sends if m == i]
-        aliasing.check_output(o, others, ["another tensor of this call"] * len(others), op,
-                              what=f"recvs[{j}]")
+    ranks.disjoint([(i, o, f"recvs[{j}]") for j, (i, o, _) in enumerate(out_recvs)],
+                   [(i, t, f"sends[{k}]") for k, (i, t, _) in enumerate(out_sends)], op)
     calls = []
     for i, t, peer in out_sends:
         ctx = ctxs[i]

@@ -22,8 +22,8 @@ from ..exec.residency import not_resident
 from ..ops import storage
 from ..tensor import Tensor, _Strided
 
-__all__ = ["contexts", "locate", "per_rank", "outputs", "same_layout", "contiguous",
-           "alloc", "issue"]
+__all__ = ["contexts", "locate", "per_rank", "outputs", "disjoint", "same_layout",
+           "contiguous", "alloc", "issue"]
 
 
 def contexts(sessions: Sequence[Any], op: str) -> list[Any]:
@@ -106,12 +106,13 @@ def same_layout(items: Sequence[tuple[int, Any]], op: str, what: str) -> tuple:
 def outputs(out: object, items: Sequence[tuple[int, Any]], ctxs: Sequence[Any], op: str,
             shape: tuple[int, ...], dtype: Any, in_place: bool) -> list:
     """The caller's outputs, one per rank and on the rank of the matching input: the exact
-    ``shape`` and ``dtype``, contiguous, writable, not overlapping the input (except as
-    exactly the same view when ``in_place``)."""
+    ``shape`` and ``dtype``, contiguous, writable, overlapping no input and no other output
+    of any rank (``disjoint``; except as exactly the same view as its own rank's input
+    when ``in_place``)."""
     outs, _ = per_rank(out, ctxs, op, "out")
     by_rank = dict(outs)
     result = []
-    for i, x in items:
+    for i, _ in items:
         o = by_rank[i]
         if o.shape != tuple(shape) or o.dtype is not dtype:
             raise ValidationError(f"out for device {ctxs[i].ordinal} must have shape "
@@ -120,9 +121,35 @@ def outputs(out: object, items: Sequence[tuple[int, Any]], ctxs: Sequence[Any], 
         if not o.is_contiguous:
             raise ValidationError("out must be contiguous (NCCL writes one dense run); "
                                   "use a compact tensor", op=op)
-        aliasing.check_output(o, [x], ["x"], op, in_place=in_place)
         result.append(o)
+    disjoint([(i, o, f"out on device {ctxs[i].ordinal}") for (i, _), o in zip(items, result)],
+             [(i, x, f"x on device {ctxs[i].ordinal}") for i, x in items], op, in_place)
     return result
+
+
+def disjoint(outs: Sequence[tuple[int, Any, str]], ins: Sequence[tuple[int, Any, str]],
+             op: str, in_place: bool = False) -> None:
+    """The alias rule across the ranks of this process: ``(local rank, tensor, name)``
+    outputs, each writable, judged by device byte ranges (global under UVA: one managed
+    buffer can be a tensor of several ranks' sessions) against every input and every
+    other output of the call, whatever their rank. The only overlap allowed is an output
+    that is exactly the same view as an input of its own rank, when ``in_place``."""
+    spans = []
+    for i, t, name in ins:
+        if t.size:
+            spans.append((*aliasing.byte_range(t), i, t, name, True))
+    for i, o, name in outs:
+        aliasing.check_writable(o, op, name)
+        if not o.size:
+            continue
+        lo, hi = aliasing.byte_range(o)
+        for xlo, xhi, k, x, xname, is_input in spans:
+            if lo < xhi and xlo < hi and not (
+                    in_place and is_input and k == i and aliasing.same_view(o, x)):
+                what = "inputs" if is_input else "each other"
+                raise ValidationError(f"{name} overlaps {xname} in device memory; outputs "
+                                      f"must not alias {what}", op=op)
+        spans.append((lo, hi, i, o, name, False))
 
 
 def contiguous(ctx: Any, t: Any, op: str) -> Any:

@@ -10,6 +10,8 @@ device memory (``exec/aliasing.check_output``), in the ops.
 
 from __future__ import annotations
 
+import math
+import numbers
 from collections.abc import Sequence
 from typing import cast
 
@@ -20,8 +22,10 @@ from ..exec.aliasing import check_writable
 from ..tensor import _Strided
 from . import MAX_RANK
 from . import check_out as _check_out_base
+from .scalars import overflow_text, shown
 
-__all__ = ["infer", "scalars", "check_out", "self_overlapping", "INT_RANGE"]
+__all__ = ["infer", "scalars", "check_out", "self_overlapping", "INT_RANGE", "SINGLE_SCALED",
+           "fits_single"]
 
 INT_RANGE = {d: ((-(1 << (8 * d.itemsize - 1)), (1 << (8 * d.itemsize - 1)) - 1)
                  if d.is_signed_integer else (0, (1 << (8 * d.itemsize)) - 1))
@@ -98,7 +102,7 @@ def _check_ranks(config: DotGeneralConfig, ranks: tuple[int, int], op: str):
 def _fits(value, dtype: DType, what: str, op: str) -> int:
     lo, hi = INT_RANGE[dtype]
     if not lo <= value <= hi:
-        raise ValidationError(f"{what} = {value} is not representable in {dtype.value} "
+        raise ValidationError(f"{what} = {shown(value)} is not representable in {dtype.value} "
                               f"[{lo}, {hi}]", op=op, kind="overflow")
     return value
 
@@ -115,19 +119,65 @@ def scalars(acc: DotGeneralAccumulation, dtype: DType, op: str) -> tuple:
                               f"{type(acc).__name__})", op=op)
     kind = acc._kind
     if dtype.is_complex:
-        return complex(acc.alpha), complex(acc.beta)
+        try:
+            calpha, cbeta = complex(acc.alpha), complex(acc.beta)
+        except OverflowError:
+            raise _overflows(acc, complex, dtype, op) from None
+        if dtype in SINGLE_SCALED and not fits_single(calpha, cbeta):
+            raise _single_overflow(calpha, cbeta, dtype, op)
+        return calpha, cbeta
     if dtype.is_integer:
         if kind:
             bad = acc.alpha if not isinstance(acc.alpha, int) else acc.beta
             raise ValidationError(f"alpha and beta must be integers for {dtype.value} "
-                                  f"operands (got {bad!r})", op=op)
+                                  f"operands (got {shown(bad)})", op=op)
         return (_fits(int(cast(int, acc.alpha)), dtype, "alpha", op),
                 _fits(int(cast(int, acc.beta)), dtype, "beta", op))
-    if kind == 2:
-        bad = acc.alpha if isinstance(acc.alpha, complex) else acc.beta
+    if kind == 2:  # a complex number, or a Number that is not Real (a Decimal)
+        bad = acc.alpha if not isinstance(acc.alpha, numbers.Real) else acc.beta
         raise ValidationError(f"alpha and beta must be real for {dtype.value} operands "
-                              f"(got {bad!r})", op=op)
-    return float(cast(float, acc.alpha)), float(cast(float, acc.beta))
+                              f"(got {shown(bad)})", op=op)
+    try:
+        alpha, beta = float(cast(float, acc.alpha)), float(cast(float, acc.beta))
+    except OverflowError:
+        raise _overflows(acc, float, dtype, op) from None
+    if dtype in SINGLE_SCALED and not fits_single(alpha, beta):
+        raise _single_overflow(alpha, beta, dtype, op)
+    return alpha, beta
+
+
+# dtypes whose cuBLAS call takes alpha and beta as float32 (parts of a complex64)
+SINGLE_SCALED = frozenset({DType.FLOAT16, DType.BFLOAT16, DType.FLOAT32, DType.COMPLEX64})
+_SINGLE_MAX = 3.4028234663852886e38
+
+
+def fits_single(alpha: float | complex, beta: float | complex) -> bool:
+    """Whether every finite part of ``alpha`` and ``beta`` fits a float32."""
+    for v in (alpha, beta):
+        for part in (v.real, v.imag):
+            if abs(part) > _SINGLE_MAX and math.isfinite(part):
+                return False
+    return True
+
+
+def _single_overflow(alpha, beta, dtype: DType, op: str) -> ValidationError:
+    what, value = ("beta", beta) if fits_single(alpha, 0.0) else ("alpha", alpha)
+    return ValidationError(f"{what}={value!r} overflows the float32 scale of a "
+                           f"{dtype.value} product (its largest finite value is "
+                           f"{_SINGLE_MAX!r})", op=op, kind="overflow")
+
+
+def _overflows(acc: DotGeneralAccumulation, make: type, dtype: DType,
+               op: str) -> ValidationError:
+    """The error for an alpha or beta (an int or a Fraction) beyond float64, so beyond
+    ``dtype``: the first of them that ``make`` (float or complex) cannot convert."""
+    what, value = "beta", acc.beta
+    try:
+        make(acc.alpha)
+    except OverflowError:
+        what, value = "alpha", acc.alpha
+    return ValidationError(f"{what}={shown(value)} {overflow_text(dtype)}", op=op,
+                           kind="overflow")
 
 
 def self_overlapping(shape: Sequence[int], strides: Sequence[int]) -> bool:

@@ -26,6 +26,7 @@ import numpy as np
 from ..dtypes import DType
 from ..errors import UnsupportedDTypeError, ValidationError
 from . import check_rank, normalize_axes, require_dtype, same_dtype, same_shape
+from .scalars import overflow_text, shown
 
 REDUCE_KINDS = ("sum", "prod", "max", "min", "and", "or")
 
@@ -120,7 +121,10 @@ def scalar_bytes(value: object, dtype: DType, op: str, what: str) -> bytes:
     if isinstance(value, numbers.Integral):
         return _int_bytes(int(value), dtype, op, what)
     if isinstance(value, numbers.Real):
-        v = float(value)
+        try:
+            v = float(value)
+        except OverflowError:  # a Fraction (or other Real) beyond float64
+            raise _overflows(value, dtype, op, what) from None
         if dtype.is_integer:
             if not v.is_integer():
                 raise ValidationError(f"{what}={value!r} is not representable in "
@@ -136,10 +140,20 @@ def _int_bytes(v: int, dtype: DType, op: str, what: str) -> bytes:
     if dtype.is_integer:
         info = np.iinfo(dtype.numpy)
         if not info.min <= v <= info.max:
-            raise ValidationError(f"{what}={v} is out of range for {dtype.value} "
+            raise ValidationError(f"{what}={shown(v)} is out of range for {dtype.value} "
                                   f"[{info.min}, {info.max}]", op=op, kind="overflow")
         return np.asarray(v, dtype.numpy).tobytes()
-    return _float_bytes(complex(v) if dtype.is_complex else float(v), dtype, op, what)
+    try:
+        f = complex(v) if dtype.is_complex else float(v)
+    except OverflowError:  # beyond float64, so beyond every float dtype
+        raise _overflows(v, dtype, op, what) from None
+    return _float_bytes(f, dtype, op, what)
+
+
+def _overflows(value: object, dtype: DType, op: str, what: str) -> ValidationError:
+    """The error for a finite ``value`` too large for the float or complex ``dtype``."""
+    return ValidationError(f"{what}={shown(value)} {overflow_text(dtype)}", op=op,
+                           kind="overflow")
 
 
 def _float_bytes(v: float | complex, dtype: DType, op: str, what: str) -> bytes:
@@ -149,6 +163,5 @@ def _float_bytes(v: float | complex, dtype: DType, op: str, what: str) -> bytes:
     got = (arr.real, arr.imag) if dtype.is_complex else (arr,)
     for want, have in zip(parts, got):
         if math.isfinite(want) and not np.isfinite(np.float64(have)):
-            raise ValidationError(f"{what}={v!r} overflows {dtype.value}", op=op,
-                                  kind="overflow")
+            raise _overflows(v, dtype, op, what)
     return arr.tobytes()

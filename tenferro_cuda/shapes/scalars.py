@@ -44,7 +44,7 @@ from ..errors import RuntimeStateError, ValidationError
 from ..exec.residency import describe_array
 
 __all__ = ["Scalar", "Converter", "Misfit", "is_scalar", "converter", "bits",
-           "not_an_operand"]
+           "not_an_operand", "overflow_text", "shown"]
 
 Scalar: TypeAlias = bool | int | float | complex | np.generic
 """A scalar operand: a Python bool, int, float or complex, or a numpy scalar (the type of
@@ -106,9 +106,26 @@ _LARGEST = {DType.FLOAT16: 65504.0, DType.BFLOAT16: _BF16_MAX,
 _F32, _U32 = struct.Struct("<f"), struct.Struct("<I")
 
 
+def overflow_text(dtype: DType) -> str:
+    """The reason a finite value does not fit the float dtype ``dtype`` (or the real
+    dtype of the parts of a complex one): "overflows float32 (its largest ...)"."""
+    real = dtype.real
+    return f"overflows {real.value} (its largest finite value is {_LARGEST[real]!r})"
+
+
 def _overflow(dtype: DType) -> Misfit:
-    return Misfit("overflow", f"overflows {dtype.value} (its largest finite value is "
-                              f"{_LARGEST[dtype]!r})")
+    return Misfit("overflow", overflow_text(dtype))
+
+
+def shown(value: object) -> str:
+    """``repr(value)`` for an error message; an int past Python's limit on int-to-string
+    conversion (4300 digits, where ``repr`` raises ValueError) as its size in bits."""
+    try:
+        return repr(value)
+    except ValueError:
+        if isinstance(value, int):
+            return f"<an int of {value.bit_length()} bits>"
+        return f"<a {type(value).__name__} too long to print>"
 
 
 def _bool_converter() -> Converter:
@@ -286,7 +303,7 @@ def bits(value: object, dtype: DType, op: str, role: str) -> int:
     assert isinstance(got, Misfit)
     hint = (" (a scalar takes the dtype of the tensor operands: no implicit promotion; cast "
             "the tensor, or pass a scalar of its kind)" if got.kind == "dtype_mismatch" else "")
-    raise ValidationError(f"{role}={value!r} {got.text}{hint}", op=op, kind=got.kind)
+    raise ValidationError(f"{role}={shown(value)} {got.text}{hint}", op=op, kind=got.kind)
 
 
 def not_an_operand(value: object, op: str, role: str) -> Exception:

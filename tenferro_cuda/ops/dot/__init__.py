@@ -243,13 +243,19 @@ def dot_general_read_into_accum_cached(ctx: ExecContext, cache_slot: int | None,
         if accumulation is slot.acc:  # checked for this slot's dtype before
             alpha, beta = slot.alpha, slot.beta
         else:
-            if slot.kind == 2:
-                alpha, beta = complex(accumulation.alpha), complex(accumulation.beta)
-            elif slot.kind == 1 and accumulation._kind < 2:
-                alpha = float(accumulation.alpha.real)
-                beta = float(accumulation.beta.real)
-            else:
+            try:
+                if slot.kind == 2:
+                    alpha, beta = complex(accumulation.alpha), complex(accumulation.beta)
+                elif slot.kind == 1 and accumulation._kind < 2:
+                    alpha = float(accumulation.alpha.real)
+                    beta = float(accumulation.beta.real)
+                else:
+                    alpha, beta = shapes_dot.scalars(accumulation, lhs.dtype, op)
+            except OverflowError:  # beyond float64: scalars raises the ValidationError
                 alpha, beta = shapes_dot.scalars(accumulation, lhs.dtype, op)
+            if not shapes_dot.fits_single(alpha, beta) \
+                    and lhs.dtype in shapes_dot.SINGLE_SCALED:
+                shapes_dot.scalars(accumulation, lhs.dtype, op)  # raises: beyond float32
             slot.acc, slot.alpha, slot.beta = accumulation, alpha, beta
         call = slot.call
         if call is not None:
