@@ -22,6 +22,7 @@ enqueues all of it again for one launch (docs/graphs.md).
 
 from __future__ import annotations
 
+import functools
 import sys
 import threading
 from collections.abc import Mapping
@@ -34,7 +35,7 @@ from .exec import entry, guard
 from .exec.aliasing import byte_range, check_writable
 from .exec.capture import CaptureState, GraphMemory, refused
 from .exec.residency import resident
-from .graph_rebind import Executables, check_placement, written_keys
+from .graph_rebind import Executables, check_placement, sites_of, written_keys
 from .memo import BoundedCache
 from .tensor import Tensor, _Strided
 
@@ -206,9 +207,11 @@ class CudaGraph(Authority):
         if placement not in self._placements:
             check_placement(self, moved, op)
             self._placements.put(placement, True)
-        if self._execs is None:
-            self._execs = Executables(self._graph, self._exec, self._nodes(), self._spans,
-                                      self._sites_of)
+        if self._execs is None:  # (given no method of the graph: no reference cycle)
+            table = self._nodes()
+            self._execs = Executables(self._graph, self._exec, table, self._spans,
+                                      functools.partial(sites_of, self._sites,
+                                                        self._external, table))
         exe = self._execs.select(moved, ctx.context_id, placement)
         self._bound = bound
         return exe
@@ -221,11 +224,9 @@ class CudaGraph(Authority):
         return self._table
 
     def _sites_of(self, key_id: int) -> list:
-        sites = self._sites.get(key_id)
-        if sites is None:
-            lo, hi = self._spans[key_id]
-            sites = self._sites[key_id] = self._nodes().sites(lo, hi)
-        return sites
+        """The node addresses a rebinding of the tensor ``key_id`` moves
+        (``graph_rebind.sites_of``)."""
+        return sites_of(self._sites, self._external, self._nodes(), key_id)
 
     # --- release -----------------------------------------------------------------------
     def close(self) -> None:

@@ -37,7 +37,8 @@ from .errors import TenferroError, ValidationError
 from .exec.aliasing import byte_range
 from .memo import BoundedCache
 
-__all__ = ["NodeTable", "Executables", "MAX_EXECS", "written_keys", "check_placement"]
+__all__ = ["NodeTable", "Executables", "MAX_EXECS", "written_keys", "check_placement",
+           "allocation", "sites_of"]
 
 _WORD = struct.Struct("<Q")
 _DEVICE_MEMORY = 2  # CU_MEMORYTYPE_DEVICE
@@ -148,10 +149,6 @@ class NodeTable:
         """The sites whose original value is an address in ``[lo, hi)``."""
         return [s for s in self._sites if lo <= s[2] < hi]
 
-    def holds(self, lo: int, hi: int) -> bool:
-        """Whether a site's original value is an address in ``[lo, hi)``."""
-        return any(lo <= s[2] < hi for s in self._sites)
-
     def move(self, sites: list[tuple[Any, Any, int]], shift: int) -> None:
         """Set each site to its original value + ``shift`` (in this table's copies)."""
         for entry, where, value in sites:
@@ -246,9 +243,24 @@ class Executables(Authority):
 
 # --- what a rebinding may move ------------------------------------------------------------
 
-def _buffer_range(t: Any) -> tuple[int, int]:
+def allocation(t: Any) -> tuple[int, int]:
+    """[low, high) device addresses of the allocation under the view ``t``: the addresses
+    a rebinding of ``t`` moves (a kernel may hold a view by its allocation's base address
+    and an offset, or by an end address)."""
     buf = t.base.buffer
     return buf.ptr, buf.ptr + buf.nbytes
+
+
+def sites_of(cache: dict[int, list], external: dict[int, Any], table: NodeTable,
+             key_id: int) -> list:
+    """The node addresses a rebinding of the tensor ``key_id`` (of ``external``) moves:
+    every one in its allocation (``check_placement`` makes sure no other tensor of the
+    graph lies there outside its view); found once, kept in ``cache``."""
+    sites = cache.get(key_id)
+    if sites is None:
+        lo, hi = allocation(external[key_id])
+        sites = cache[key_id] = table.sites(lo, hi)
+    return sites
 
 
 def written_keys(external: dict[int, Any], written: set[int]) -> set[int]:
@@ -270,11 +282,10 @@ def check_placement(g: Any, moved: dict[int, int], op: str) -> None:
     for key_id, shift in moved.items():
         if shift and _tangled(g, key_id):
             raise ValidationError(
-                "this tensor shares its allocation with memory the graph reaches outside "
-                "its view (another tensor of the graph over the same allocation, or a "
-                "kernel given the allocation's base address), so the graph's addresses of "
-                "it cannot be told apart: rebind a tensor over the whole allocation, or "
-                "capture with a tensor of its own", op=op)
+                "this tensor shares its allocation with another tensor of the graph that "
+                "is not inside its view, so the graph's addresses in that allocation "
+                "cannot be told apart: rebind a tensor over the whole allocation, or "
+                "capture with tensors of their own", op=op)
     _check_overlap(g._spans, g._memory.blocks, moved, op)
     if g._scalars:
         for key_id, shift in moved.items():
@@ -286,24 +297,22 @@ def check_placement(g: Any, moved: dict[int, int], op: str) -> None:
 
 
 def _tangled(g: Any, key_id: int) -> bool:
-    """Whether moving the tensor ``key_id`` by its view's addresses would be ambiguous:
-    another tensor of the graph over the same allocation that is not inside its view
-    (its addresses, or its allocation's base address given to a kernel, may lie in this
-    view), or a node address inside the allocation but outside the view (a kernel given
-    the base address and an offset)."""
+    """Whether another tensor of the graph shares the allocation of the tensor ``key_id``
+    without lying inside its view: then an address in the allocation cannot be told to
+    belong to one or the other (a kernel may hold either by the allocation's base
+    address)."""
     key = g._external[key_id]
     lo, hi = g._spans[key_id]
-    blo, bhi = _buffer_range(key)
+    blo, bhi = allocation(key)
     for other_id, other in g._external.items():
         if other_id == key_id:
             continue
-        olo, ohi = _buffer_range(other)
+        olo, ohi = allocation(other)
         if olo < bhi and blo < ohi:
             vlo, vhi = g._spans[other_id]
             if vlo < vhi and not (lo <= vlo and vhi <= hi):
                 return True
-    table = g._nodes()
-    return table.holds(blo, lo) or table.holds(hi, bhi)
+    return False
 
 
 def _check_overlap(spans: dict[int, tuple[int, int]], blocks: Any, moved: dict[int, int],

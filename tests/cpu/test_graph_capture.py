@@ -148,7 +148,9 @@ def test_rebinding_moves_sites_and_restores_them(driver):
     a2 = tensor(ctx)
     exe = g._rebind(ctx, {a: a2})  # a second executable graph, bound to a2
     lo = a.data_ptr()
-    assert table.moves == [((lo, lo + 16), a2.data_ptr() - lo)] and table.pushes == 1
+    # (the fake table has one site per range asked for: here a's allocation)
+    assert table.moves == [((lo, lo + a.buffer.nbytes), a2.data_ptr() - lo)]
+    assert table.pushes == 1
     assert exe != g._exec and driver.instantiate == [0xA1]
     assert g._rebind(ctx, {a: a2}) == exe  # the same binding: nothing moves
     # back to the captured tensors: the first executable graph still holds them
@@ -339,3 +341,30 @@ def test_grouped_gemm_jobs_are_noted_and_fixed(driver):
     c = Tensor._make(DType.FLOAT32, (2, 2), buffer=ctx.home.alloc(64))
     state.admit("grouped_gemm", (GroupedGemmConfig((GemmJob(a, b, c),)),))
     assert set(state.external) == {id(a), id(b), id(c)} == state.table_users
+
+
+def test_a_rebound_graph_dropped_is_released_at_once(driver):
+    """docs/graphs.md: dropping ``g`` releases the graph: its executable graphs (a
+    rebinding made a second one) are destroyed when the last reference goes, not at some
+    later garbage collection (no reference cycle through the rebinding machinery)."""
+    import gc
+    import weakref
+
+    session = FakeSession()
+    ctx = session._ctx
+    ctx.context_id = 5
+    a = tensor(ctx)
+    g = ready_graph(driver, session, [a])
+    g._table = FakeTable()
+    a2 = tensor(ctx)
+    g._launch(ctx, {a: a2})
+    g._launch(ctx, {a: a2})  # seen twice: an executable graph of its own
+    alive = weakref.ref(g)
+    gc.disable()
+    try:
+        del g
+        assert alive() is None
+    finally:
+        gc.enable()
+    destroyed = [c[1] for c in driver.lib.calls if c[0] == "cuGraphExecDestroy"]
+    assert sorted(destroyed) == [0xE1, 0xE0A1]

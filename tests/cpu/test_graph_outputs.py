@@ -75,8 +75,6 @@ class _WordTable:
     def sites(self, lo, hi):
         return [("node", (0, 8), self.word)] if lo <= self.word < hi else []
 
-    def holds(self, lo, hi):
-        return lo <= self.word < hi
 
     def move(self, sites, shift):
         self.moves.append((tuple(sites), shift))

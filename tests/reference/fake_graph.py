@@ -6,6 +6,7 @@ tensors (``ready_graph``), and a node table that records what a rebinding moves.
 from __future__ import annotations
 
 import contextlib
+import gc
 import threading
 from types import SimpleNamespace
 
@@ -39,7 +40,9 @@ class FakeLib:
 
 @pytest.fixture
 def driver(monkeypatch):
-    """Recorders for every driver call a capture makes."""
+    """Recorders for every driver call a capture makes (graphs of earlier tests are
+    collected first: a graph released later would call this test's recorders)."""
+    gc.collect()
     log = SimpleNamespace(begin=[], end=[], instantiate=[], allocs=[], syncs=[], lib=FakeLib(),
                           end_status=0)
     monkeypatch.setattr(_driver_graph, "begin_capture", lambda s, op: log.begin.append(s))
@@ -128,10 +131,6 @@ class FakeTable:
     def sites(self, lo, hi):
         return [(lo, hi)]
 
-    def holds(self, lo, hi):
-        """No node holds an address outside the captured views (``sites`` makes one site
-        per view)."""
-        return False
 
     def move(self, sites, shift):
         self.moves.append((sites[0], shift))
