@@ -117,10 +117,21 @@ def _release_export(address: int) -> None:
     if consumer is f.LEGACY_STREAM or consumer is f.PER_THREAD_STREAM:
         buf = tensor.base.buffer
         if ctx is not None and not ctx.closed and buf.home is not None:
-            try:  # our stream reuses the memory only after the consumer's work on its stream
-                f.order(ctx, buf.origin.stream, consumer)
-            except Exception:  # noqa: BLE001 - runtime closed or context lost: nothing to order
-                pass
+            capture = ctx.capture
+            if capture is not None:  # not into the graph: as the capture ends, before its
+                # frees make this memory reusable (the tensor is kept until then)
+                capture.defer(lambda: _order_after(f, ctx, tensor, consumer))
+            else:
+                _order_after(f, ctx, tensor, consumer)
+
+
+def _order_after(f, ctx, tensor, consumer) -> None:
+    """Our stream reuses the memory of ``tensor`` only after the consumer's work on its
+    stream."""
+    try:
+        f.order(ctx, tensor.base.buffer.origin.stream, consumer)
+    except Exception:  # noqa: BLE001 - runtime closed or context lost: nothing to order
+        pass
 
 
 @DELETER

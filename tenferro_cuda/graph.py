@@ -29,6 +29,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from . import _driver_graph as dg
+from ._dlpack_export import exports_over
 from .authority import Authority
 from .errors import BackendSourceError, RuntimeStateError, ValidationError
 from .exec import entry, guard
@@ -100,7 +101,8 @@ class CudaGraph(Authority):
     # --- what it holds -----------------------------------------------------------------
     @property
     def inputs(self) -> tuple:
-        """The tensors the capture was given (what ``replay(inputs=...)`` may rebind)."""
+        """The tensors the capture was given (what ``replay(inputs=...)`` may rebind);
+        none once the graph is closed."""
         self._check_lent("inputs")
         return tuple(self._external.values())
 
@@ -244,8 +246,10 @@ class CudaGraph(Authority):
             dg.lib().cuGraphExecDestroy(handle)
         if graph:
             dg.lib().cuGraphDestroy(graph)
-        self._memory.close()
-        self._kept, self._bound = (), {}
+        self._memory.close(held=exports_over)  # (what a DLPack consumer holds stays)
+        # nothing of the tensors it was given stays held (a closed graph never replays)
+        self._kept, self._bound, self._external, self._spans = (), {}, {}, {}
+        self._sites, self._table, self._placements = {}, None, BoundedCache(1)
 
     def __del__(self) -> None:
         try:  # destroying a graph touches no thread's context; memory goes back queued

@@ -144,7 +144,7 @@ class _Arena(Authority):
     ``cached_bytes`` and one event counter."""
 
     __slots__ = ("pool", "stream", "thread", "lists", "remote", "held_bytes", "cached_bytes",
-                 "allocations", "frees", "graph", "saved_lists")
+                 "allocations", "frees", "graph", "saved_lists", "lock")
 
     def __init__(self, pool: MemoryPool, stream) -> None:
         self.pool, self.stream, self.thread = pool, stream, threading.get_ident()
@@ -154,16 +154,22 @@ class _Arena(Authority):
         self.allocations = self.frees = 0
         self.graph: Any = None  # the GraphMemory of a capture in progress
         self.saved_lists: dict[int, list[int]] = {}
+        # another thread's release of a large buffer frees it on the driver at once, but
+        # never while this arena's stream is being captured (the free would be recorded
+        # into the graph): ``graph`` changes, and such a release decides, under this lock
+        self.lock = threading.Lock()
 
     def begin_graph(self, memory: Any) -> None:
         """Route allocations to ``memory`` (a capture's GraphMemory) until ``end_graph``:
         the recycled lists are set aside, so the hot path finds nothing and ``_alloc``
         asks the graph; frees wait until the capture ends."""
-        self.graph = memory
+        with self.lock:
+            self.graph = memory
         self.saved_lists, self.lists = self.lists, {}
 
     def end_graph(self) -> None:
-        memory, self.graph = self.graph, None
+        with self.lock:
+            memory, self.graph = self.graph, None
         if memory is None:
             return
         self.lists, self.saved_lists = self.saved_lists, {}
@@ -228,10 +234,11 @@ class _Arena(Authority):
         if self.pool.closed:
             return
         if threading.get_ident() != self.thread:
-            if nbytes > RECYCLE_LIMIT:
-                self.pool.driver_free(ptr, self.stream)  # thread-safe; counters later
-                ptr = 0
-            self.remote.append((ptr, nbytes))
+            with self.lock:
+                if nbytes > RECYCLE_LIMIT and self.graph is None:
+                    self.pool.driver_free(ptr, self.stream)  # thread-safe; counters later
+                    ptr = 0
+                self.remote.append((ptr, nbytes))  # (a large one: freed by the owner)
             return
         self.keep(ptr, nbytes)
 

@@ -14,6 +14,7 @@ context back.
 from __future__ import annotations
 
 import enum
+import hashlib
 import itertools
 import os
 import threading
@@ -84,6 +85,7 @@ class CudaRuntime(Authority):
         self._contexts: list[ExecContext] = []
         self._functions: dict[tuple[str, str, tuple[str, ...]], object] = {}
         self._modules: list[object] = []
+        self._images: dict[bytes, object] = {}  # sha256 of an image -> its module (raw)
         self.resources: BoundedCache = BoundedCache(RESOURCE_LIMIT)  # RawSession.resource
         self.closed = False
         with self.current():
@@ -145,9 +147,17 @@ class CudaRuntime(Authority):
 
     # --- kernels -----------------------------------------------------------------------
     def load_module(self, image: bytes, op: str = ""):
-        """Load a cubin/PTX image into the primary context."""
+        """Load a cubin/PTX image into the primary context; an image loaded before (the
+        same bytes) gives the module loaded then (modules are unloaded with the runtime:
+        a raw body that loads its kernel on every call loads it once)."""
+        digest = hashlib.sha256(image).digest()
+        module = self._images.get(digest)
+        if module is not None:
+            return module
         with self.current():
-            return self._load_module(image, op)
+            module = self._load_module(image, op)
+        with self._lock:
+            return self._images.setdefault(digest, module)
 
     def _load_module(self, image: bytes, op: str):
         """``load_module`` with this runtime's context current already."""

@@ -176,6 +176,7 @@ class Communicator(Authority):
 
     def rank_of(self, session: object) -> int:
         """The rank of ``session`` (one of this communicator's sessions)."""
+        self._check("rank_of")
         for rank, own in zip(self._ranks, self._sessions):
             if own is session:
                 return rank
@@ -303,15 +304,29 @@ class Communicator(Authority):
 
 
 def _close(handles: list, op: str) -> None:
-    if len(handles) > 1:  # one thread finalizes its ranks together (else they would wait)
-        _nccl.group_start(op)
-        try:
+    """Finalize, then destroy, every handle. A failure does not stop the release: after a
+    failed finalize every handle is aborted instead, after a failed destroy the others are
+    still destroyed; the first error is raised at the end."""
+    try:
+        if len(handles) > 1:  # one thread finalizes its ranks together (else they wait)
+            _nccl.group_start(op)
+            try:
+                for handle in handles:
+                    _nccl.finalize(handle, op)
+            finally:
+                _nccl.group_end(op)
+        else:
             for handle in handles:
                 _nccl.finalize(handle, op)
-        finally:
-            _nccl.group_end(op)
-    else:
-        for handle in handles:
-            _nccl.finalize(handle, op)
+    except BaseException:
+        _abort_all(handles)  # never raises; releases what finalize left
+        raise
+    failed: BaseException | None = None
     for handle in handles:
-        _nccl.destroy(handle, op)
+        try:
+            _nccl.destroy(handle, op)
+        except BaseException as exc:  # noqa: BLE001 - the others are destroyed too
+            failed = failed or exc
+            _nccl.abort(handle)
+    if failed is not None:
+        raise failed

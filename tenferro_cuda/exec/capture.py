@@ -82,8 +82,8 @@ class GraphMemory(Authority):
         self.closed = False
 
     def alloc(self, nbytes: int, op: str) -> DeviceBuffer:
-        """A graph-owned buffer of ``nbytes`` (rounded, and checked against the pool's
-        limit, by the arena's ``_alloc``)."""
+        """A graph-owned buffer of ``nbytes``, asked for by the arena's ``_alloc`` (which
+        rounds the size and checks the pool's limit first: the only caller)."""
         from ..memory import DeviceBuffer
 
         arena = self.arena
@@ -112,20 +112,28 @@ class GraphMemory(Authority):
             _driver.stream_synchronize(self.stream, op)
         self.constants.clear()
 
-    def close(self) -> None:
+    def close(self, held: Any = None) -> None:
         """Give every block back to the arena (stream-ordered after the replays enqueued
-        so far) and make the buffers still held unusable; idempotent, never raises."""
+        so far) and make the buffers still held unusable; idempotent, never raises.
+        ``held(buffer)``: whether another library still holds the buffer's memory (an
+        export); such a block is given back only when the buffer goes (``_HeldBlock``)."""
         if self.closed:
             return
         self.closed = True
+        kept = set()
         for ref in self.buffers:
             buf = ref()
             if buf is not None:
                 buf.home = None
-                buf.owner = None
+                exported = held is not None and _held(held, buf)
+                buf.owner = _HeldBlock(self.arena, buf.ptr, buf.nbytes) if exported else None
+                if exported:
+                    kept.add(buf.ptr)
         self.buffers.clear()
         blocks, self.blocks = self.blocks, []
         for ptr, nbytes in blocks:
+            if ptr in kept:
+                continue
             try:
                 self.arena.give_back(ptr, nbytes)
             except Exception:  # noqa: BLE001 - a release never raises
@@ -134,6 +142,32 @@ class GraphMemory(Authority):
     def __del__(self) -> None:
         if not sys.is_finalizing():
             self.close()
+
+
+def _held(held: Any, buf: Any) -> bool:
+    try:
+        return bool(held(buf))
+    except Exception:  # noqa: BLE001 - when in doubt, keep the block
+        return True
+
+
+class _HeldBlock:
+    """The block of a graph-owned buffer that another library still held when its graph
+    closed: given back to the arena when the buffer goes (the buffer is its only
+    holder), on whatever thread that happens (``_Arena.give_back`` queues it then)."""
+
+    __slots__ = ("arena", "ptr", "nbytes")
+    pool_memory = True  # (DeviceBuffer.pooled)
+
+    def __init__(self, arena: Any, ptr: int, nbytes: int) -> None:
+        self.arena, self.ptr, self.nbytes = arena, ptr, nbytes
+
+    def __del__(self) -> None:
+        if not sys.is_finalizing():
+            try:
+                self.arena.give_back(self.ptr, self.nbytes)
+            except Exception:  # noqa: BLE001 - a release never raises
+                pass
 
 
 class Capturing(Protocol):
@@ -181,7 +215,7 @@ class CaptureState(Authority):
     """One capture in progress on one execution context (see the module docstring)."""
 
     __slots__ = ("ctx", "memory", "external", "kept", "ops", "table_users", "written",
-                 "scalars", "abandoned", "refused", "blas_workspace", "errors_from")
+                 "scalars", "abandoned", "refused", "blas_workspace", "errors_from", "after")
 
     def __init__(self, ctx: Capturing, memory: GraphMemory) -> None:
         self.ctx, self.memory = ctx, memory
@@ -195,6 +229,10 @@ class CaptureState(Authority):
         self.refused = ""  # the op refused, when that was why
         self.blas_workspace: DeviceBuffer | None = None
         self.errors_from = ctx.errors.count  # more at the end: a kernel may write the word
+        # stream work asked for during the capture that must not be recorded (an export's
+        # release ordering our stream after its consumer's): run as the capture ends,
+        # before its deferred frees make memory reusable (``defer``)
+        self.after: list[Any] = []
 
     def admit(self, op: str, args: tuple, outputs: tuple[int, ...] = ()) -> None:
         """Refuse ``op`` or note the tensors it is given (``args[i]`` for ``i`` in
@@ -270,13 +308,32 @@ class CaptureState(Authority):
             ctx.capture = None
             ctx.eager = not ctx.closed
             self._restore_blas()
+            after = self.after
+            while after:
+                try:
+                    after.pop(0)()
+                except Exception:  # noqa: BLE001 - orderings are best effort, like eagerly
+                    pass
             self.ctx.home.end_graph()
         return status, graph
+
+    def defer(self, work: Any) -> None:
+        """Run ``work()`` (stream work on this context's stream that must not be recorded)
+        as the capture ends; at once when it has ended meanwhile. Any thread."""
+        after = self.after
+        after.append(work)
+        if self.ctx.capture is not self:  # ended meanwhile: whoever takes it runs it
+            try:
+                after.remove(work)
+            except ValueError:
+                return  # the capture's end took it
+            work()
 
     def blas_ready(self, blas: Any, op: str) -> None:
         """Point cuBLAS at a workspace owned by the graph (once per capture)."""
         if self.blas_workspace is None:
-            self.blas_workspace = self.memory.alloc(blas.workspace_bytes, op)
+            # through the arena: its size rounding and the pool's limit, like any tensor
+            self.blas_workspace = self.ctx.home._alloc(blas.workspace_bytes, op)
             blas.use_workspace(self.blas_workspace.ptr, op)
 
     def _restore_blas(self) -> None:

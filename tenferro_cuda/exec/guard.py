@@ -131,14 +131,17 @@ class ScopeGuard(Authority):
         _restore(self.saved, self.op)
 
     def abandon(self) -> None:
-        """Close the guard without touching any context (idempotent, any thread)."""
+        """Close the guard without touching any context (idempotent, any thread). Only
+        its own thread takes it off the thread's list of open guards: another thread
+        would race that thread's exits (a closed guard left in the list is skipped)."""
         if not self.open:
             return
         self.open = False
-        try:
-            self.peers.remove(self)
-        except ValueError:
-            pass
+        if self.thread == threading.get_ident():
+            try:
+                self.peers.remove(self)
+            except ValueError:
+                pass
         if self.on_abandon is not None:
             try:
                 self.on_abandon()
@@ -189,14 +192,37 @@ def _clear(op: str) -> None:
             return
 
 
+class _ThreadGuards:
+    """The list of one thread's open guards, held by the thread's local data alone: when
+    the thread ends (its local data is cleared), the scopes it never exited are
+    abandoned, so that nothing they lent works on a later thread that gets the same
+    identifier (``threading.get_ident`` values are reused)."""
+
+    __slots__ = ("guards",)
+
+    def __init__(self) -> None:
+        self.guards: list[ScopeGuard] = []
+
+    def __del__(self) -> None:
+        for g in self.guards[::-1]:
+            try:
+                g.abandon()
+            except Exception:  # noqa: BLE001 - a finalizer never raises
+                pass
+
+
 _local = threading.local()
 
 
 def _open_guards() -> list[ScopeGuard]:
-    """The open guards of the calling thread, in the order they were entered."""
-    guards = getattr(_local, "guards", None)
-    if guards is None:
-        guards = _local.guards = []
+    """The open guards of the calling thread, in the order they were entered (closed
+    ones, abandoned from another thread, are dropped here)."""
+    state = getattr(_local, "state", None)
+    if state is None:
+        state = _local.state = _ThreadGuards()
+    guards = state.guards
+    if any(not g.open for g in guards):
+        guards[:] = [g for g in guards if g.open]
     return guards
 
 
