@@ -13,6 +13,7 @@ from __future__ import annotations
 from cuda.bindings import driver as _d
 
 from ._driver import _checked, _fail, check
+from .errors import OutOfMemoryError
 
 # --- memory -----------------------------------------------------------------------------
 
@@ -52,11 +53,16 @@ def mem_pool_stats(pool) -> dict[str, int]:
 
 
 _alloc_async = _d.cuMemAllocFromPoolAsync
+_SIZE_LIMIT = 1 << 63
 _free_async = _d.cuMemFreeAsync
 
 
 def mem_alloc_async(nbytes: int, pool, stream, op: str = "") -> int:
-    """Stream-ordered allocation; returns the device address as an int."""
+    """Stream-ordered allocation; returns the device address as an int. A size no
+    address space holds is an OutOfMemoryError, as the driver's own refusal is."""
+    if not 0 <= nbytes < _SIZE_LIMIT:
+        raise OutOfMemoryError(f"cannot allocate {nbytes} bytes: more than any device "
+                               "address space holds", op=op, requested_bytes=nbytes)
     status, ptr = _alloc_async(nbytes, pool, stream)
     if status:
         _fail("cuMemAllocFromPoolAsync", status, op, nbytes)

@@ -15,12 +15,15 @@ dict (version, shape, typestr, data, strides, mask, stream) before anything happ
 returns a ``CAIInfo`` with strides converted to elements (byte strides that are not a
 multiple of the item size raise ValidationError). The usual dict (ints, a known typestr)
 is read by one pass of type checks; anything else takes the checks that name the fault.
+``data[1]`` (read_only) must be a bool (or ``np.bool_``), not merely truthy.
 """
 
 from __future__ import annotations
 
 import re
 from typing import NamedTuple
+
+import numpy as np
 
 from .authority import Authority
 from .dlpack import check_extent, release_function
@@ -167,12 +170,12 @@ def _plain_ints(values) -> bool:
 def parse_interface(iface: dict, op: str = "from_cuda_array_interface") -> CAIInfo:
     """Validate an interface dict and convert its strides to elements."""
     get = iface.get
-    version, shape, data = get("version"), get("shape"), get("data")
-    dtype = _KNOWN.get(get("typestr"))  # type: ignore[arg-type]
+    version, shape, data, ts = get("version"), get("shape"), get("data"), get("typestr")
+    dtype = _KNOWN.get(ts) if type(ts) is str else None
     if (type(version) is int and version >= 0 and type(shape) is tuple and dtype is not None
             and type(data) is tuple and len(data) == 2 and type(data[0]) is int
-            and 0 <= data[0] < _LIMIT and _plain_ints(shape) and (not shape or min(shape) >= 0)
-            and get("mask") is None):
+            and 0 <= data[0] < _LIMIT and type(data[1]) is bool and _plain_ints(shape)
+            and (not shape or min(shape) >= 0) and get("mask") is None):
         raw = get("strides")
         if raw is None:
             strides = None
@@ -184,7 +187,7 @@ def parse_interface(iface: dict, op: str = "from_cuda_array_interface") -> CAIIn
         if stream is not None:
             stream = _stream(iface, version, op)
         check_extent(data[0], shape, strides, dtype.itemsize, op)
-        return CAIInfo(data[0], shape, strides, dtype, bool(data[1]), stream)
+        return CAIInfo(data[0], shape, strides, dtype, data[1], stream)
     return _parse_slowly(iface, op)
 
 
@@ -210,6 +213,8 @@ def _parse_slowly(iface: dict, op: str) -> CAIInfo:
             or isinstance(data[0], bool) or not isinstance(data[0], int)
             or not 0 <= data[0] < _LIMIT):
         raise ValidationError(f"data must be (pointer, read_only) (got {data!r})", op=op)
+    if not isinstance(data[1], (bool, np.bool_)):  # not anything truthy: "False", None, 2
+        raise ValidationError(f"data[1] (read_only) must be a bool (got {data[1]!r})", op=op)
     if iface.get("mask") is not None:
         raise UnsupportedError("masked arrays (a 'mask' entry) cannot be adopted", op=op)
     raw = iface.get("strides")

@@ -96,7 +96,7 @@ class DotGeneralConfig:
                 raise ValidationError(
                     f"{side} axes {tuple(both)} are both batch and contracting axes",
                     op=op, kind="duplicate_axis")
-        if self.precision not in PRECISIONS:
+        if not isinstance(self.precision, str) or self.precision not in PRECISIONS:
             raise ValidationError(f"precision must be one of {PRECISIONS} "
                                   f"(got {self.precision!r})", op=op)
         object.__setattr__(self, "lhs_contracting_dims", lc)
@@ -124,6 +124,9 @@ def _scalar(value, what: str, op: str):
     if isinstance(value, np.generic):
         value = value.item()
     return value
+
+
+_PLAIN = (int, float, complex)
 
 
 def _scalar_kind(value) -> int:
@@ -156,6 +159,9 @@ class DotGeneralAccumulation:
     lhs_conj: bool = False
     rhs_conj: bool = False
     _kind: int = field(default=0, init=False, repr=False, compare=False)
+    # Whether alpha and beta are exactly Python ints, floats or complexes (the cached
+    # dot path converts those directly; anything else goes through shapes.dot.scalars).
+    _plain: bool = field(default=True, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         op = "DotGeneralAccumulation"
@@ -169,6 +175,7 @@ class DotGeneralAccumulation:
         object.__setattr__(self, "alpha", alpha)
         object.__setattr__(self, "beta", beta)
         object.__setattr__(self, "_kind", max(_scalar_kind(alpha), _scalar_kind(beta)))
+        object.__setattr__(self, "_plain", type(alpha) in _PLAIN and type(beta) in _PLAIN)
 
 
 OVERWRITE = DotGeneralAccumulation()
@@ -220,7 +227,8 @@ class GroupedGemmConfig:
             if not isinstance(job, GemmJob):
                 raise ValidationError(f"jobs[{i}] must be a GemmJob "
                                       f"(got {type(job).__name__})", op=op)
-        if self.precision is not None and self.precision not in PRECISIONS:
+        if self.precision is not None and (not isinstance(self.precision, str)
+                                           or self.precision not in PRECISIONS):
             raise ValidationError(f"precision must be None or one of {PRECISIONS} "
                                   f"(got {self.precision!r})", op=op)
         object.__setattr__(self, "jobs", tuple(jobs))

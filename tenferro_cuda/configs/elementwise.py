@@ -111,7 +111,7 @@ class ElementwiseReadOp:
     CBRT: ClassVar[ElementwiseReadOp]
 
     def __post_init__(self) -> None:
-        if self.name not in ELEMENTWISE_OP_ARITY:
+        if not isinstance(self.name, str) or self.name not in ELEMENTWISE_OP_ARITY:
             raise ValidationError(
                 f"unknown elementwise op {self.name!r}; expected one of "
                 f"{', '.join(ELEMENTWISE_OP_ARITY)}", op="ElementwiseReadOp")

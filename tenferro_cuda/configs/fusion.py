@@ -96,7 +96,9 @@ class FusionInstruction:
         op: Any = self.op  # a name or an ElementwiseReadOp until normalised here
         direction = self.direction
         if isinstance(op, ElementwiseReadOp):
-            if direction is not None and direction != op.direction:
+            # a direction given as well must name op's own (as a CompareDir or a name)
+            if direction is not None and (op.direction is None
+                                          or _direction(direction) is not op.direction):
                 raise ValidationError(f"direction {direction!r} conflicts with {op!r}", op=_OP)
             op, direction = op.name, op.direction
         if not isinstance(op, str) or op not in FUSION_OP_ARITY:

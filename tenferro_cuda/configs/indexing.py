@@ -13,10 +13,12 @@ Messages quote the bad value.
 from __future__ import annotations
 
 import enum
-from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from ..errors import ValidationError
+from ..shapes import int_sequence
 
 __all__ = ["GatherConfig", "ScatterConfig", "ScatterCombiner", "SliceConfig", "PadConfig"]
 
@@ -31,19 +33,17 @@ class ScatterCombiner(str, enum.Enum):
 
 
 def _ints(value, name: str, owner: str) -> tuple[int, ...]:
-    if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
-        try:
-            value = tuple(value)
-        except TypeError:
-            raise ValidationError(f"{name} must be a sequence of ints (got {value!r})",
-                                  op=owner) from None
-    out = []
-    for v in value:
-        if isinstance(v, bool) or not hasattr(v, "__index__"):
-            raise ValidationError(f"{name} must be a sequence of ints (got {tuple(value)!r})",
-                                  op=owner)
-        out.append(int(v.__index__()))
-    return tuple(out)
+    """A sequence of ints in the order written (``shapes.int_sequence``: a list, tuple,
+    range or 1-d integer array; no sets, dicts, iterators or bools)."""
+    return int_sequence(value, owner, name)
+
+
+def _flag(value, name: str, owner: str) -> bool:
+    """A bool flag: True/False (Python or numpy) or the ints 0/1, as for bool fill values;
+    nothing else is taken for a truth value (a str "False" is not False)."""
+    if isinstance(value, (bool, np.bool_)) or (isinstance(value, int) and value in (0, 1)):
+        return bool(value)
+    raise ValidationError(f"{name} must be a bool (got {value!r})", op=owner)
 
 
 def _int(value, name: str, owner: str) -> int:
@@ -113,7 +113,8 @@ class GatherConfig:
             raise ValidationError(f"index_vector_dim must be >= 0 (got "
                                   f"{self.index_vector_dim}; C2)", op=own,
                                   kind="axis_out_of_bounds")
-        _set(self, "indices_are_sorted", bool(self.indices_are_sorted))
+        _set(self, "indices_are_sorted",
+             _flag(self.indices_are_sorted, "indices_are_sorted", own))
         self._check_dims(own)
 
     def _check_dims(self, own: str) -> None:
@@ -193,8 +194,9 @@ class ScatterConfig:
             raise ValidationError(
                 f"combiner must be one of {', '.join(c.value for c in ScatterCombiner)} "
                 f"(got {self.combiner!r})", op=own) from None
-        _set(self, "indices_are_sorted", bool(self.indices_are_sorted))
-        _set(self, "unique_indices", bool(self.unique_indices))
+        _set(self, "indices_are_sorted",
+             _flag(self.indices_are_sorted, "indices_are_sorted", own))
+        _set(self, "unique_indices", _flag(self.unique_indices, "unique_indices", own))
         self._check_dims(own)
 
     def _check_dims(self, own: str) -> None:

@@ -5,13 +5,53 @@ UnsupportedDType* error) *before* anything is allocated or launched.
 
 from __future__ import annotations
 
+import math
 import operator
 from collections.abc import Sequence
+
+import numpy as np
 
 from ..dtypes import DType
 from ..errors import UnsupportedDTypeError, ValidationError
 
 MAX_RANK = 8
+SIZE_LIMIT = 1 << 63  # extents, element counts and byte sizes are int64 (strides, pool)
+
+
+def int_sequence(values: object, op: str, what: str) -> tuple[int, ...]:
+    """``values`` as a tuple of ints, in the order written: a sequence (list, tuple,
+    range, ...) of ints or a 1-d integer ndarray. Sets and dicts (no order of their own),
+    iterators (read once), str/bytes and bools (also ``np.bool_``) raise ValidationError."""
+    bad = f"{what} must be a sequence of ints (a list, tuple or 1-d integer array; got " \
+          f"{values!r})"
+    if isinstance(values, np.ndarray):
+        if values.ndim != 1 or (values.dtype.kind not in "iu" and values.size):
+            raise ValidationError(bad, op=op)
+        return tuple(int(v) for v in values.tolist())
+    if isinstance(values, (str, bytes, bytearray)) or not isinstance(values, Sequence):
+        raise ValidationError(bad, op=op)
+    out = []
+    for v in values:
+        if isinstance(v, (bool, np.bool_)):
+            raise ValidationError(bad, op=op)
+        try:
+            out.append(operator.index(v))
+        except TypeError:
+            raise ValidationError(bad, op=op) from None
+    return tuple(out)
+
+
+def check_size(shape: Sequence[int], op: str, itemsize: int = 1) -> None:
+    """Every extent, and the byte size ``prod(shape) * itemsize``, below 2**63 (the int64
+    of every stride, size and allocation); ValidationError kind ``overflow`` otherwise.
+    An empty shape still needs every extent below 2**63."""
+    if max(shape, default=0) >= SIZE_LIMIT:
+        raise ValidationError(f"shape {tuple(shape)}: an extent of 2**63 or more does not "
+                              "fit int64", op=op, kind="overflow")
+    if math.prod(shape) * itemsize >= SIZE_LIMIT:
+        raise ValidationError(f"shape {tuple(shape)} of {itemsize}-byte elements needs "
+                              f"{math.prod(shape) * itemsize} bytes (2**63 or more does not "
+                              "fit int64)", op=op, kind="overflow")
 
 
 def check_rank(shape: Sequence[int], op: str, limit: int = MAX_RANK) -> None:
@@ -22,12 +62,10 @@ def check_rank(shape: Sequence[int], op: str, limit: int = MAX_RANK) -> None:
 
 def normalize_axes(axes: Sequence[int], rank: int, op: str, *, allow_negative: bool = False,
                    what: str = "axes") -> tuple[int, ...]:
-    """Axes as ints in range(rank), no duplicates (ValidationError otherwise)."""
-    try:
-        out = [operator.index(a) for a in axes]
-    except TypeError:
-        raise ValidationError(f"{what} must be a sequence of ints (got {axes!r})",
-                              op=op) from None
+    """Axes as ints in range(rank), no duplicates (ValidationError otherwise; bools are
+    not axes)."""
+    items = int_sequence(axes, op, what)
+    out = list(items)
     for i, a in enumerate(out):
         if allow_negative and -rank <= a < 0:
             out[i] = a + rank
@@ -35,7 +73,7 @@ def normalize_axes(axes: Sequence[int], rank: int, op: str, *, allow_negative: b
             raise ValidationError(f"{what}: axis {a} is out of range for rank {rank}",
                                   op=op, kind="axis_out_of_bounds")
     if len(set(out)) != len(out):
-        raise ValidationError(f"{what}: duplicate axes in {tuple(axes)}", op=op,
+        raise ValidationError(f"{what}: duplicate axes in {items}", op=op,
                               kind="duplicate_axis")
     return tuple(out)
 

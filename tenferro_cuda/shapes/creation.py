@@ -1,7 +1,9 @@
 """Validation of the creation ops ``iota``, ``full``, ``zeros``, ``ones`` and ``empty``
 (pure Python). Everything raises before anything is allocated:
 
-- a shape is an int or a sequence of ints >= 0, of rank <= 8 (``ValidationError``);
+- a shape is an int or a sequence of ints >= 0 (a list, tuple or 1-d integer array; no
+  bools, sets, dicts or iterators), of rank <= 8 (``ValidationError``); every extent and
+  the byte size must be below 2**63 (``ValidationError``, kind ``overflow``);
 - a dtype is a ``DType``, its name or a numpy dtype (``UnsupportedDTypeError``);
 - ``iota`` takes the numeric dtypes (not bool, as StableHLO), a rank of at least 1 and a
   ``dimension`` in ``range(rank)`` (``ValidationError``, kind ``axis_out_of_bounds``);
@@ -14,7 +16,6 @@
 from __future__ import annotations
 
 import numbers
-from collections.abc import Iterable
 
 import numpy as np
 
@@ -27,19 +28,19 @@ __all__ = ["IOTA_DTYPES", "shape_of", "dtype_of", "iota"]
 IOTA_DTYPES = tuple(d for d in ALL_DTYPES if d.is_numeric)
 
 
-def shape_of(shape: object, op: str) -> tuple[int, ...]:
-    """A requested shape: an int (rank 1) or a sequence of ints >= 0."""
-    bad = ValidationError(f"shape must be an int or a sequence of ints (got {shape!r})", op=op)
-    if isinstance(shape, bool):
-        raise bad
+def shape_of(shape: object, op: str, itemsize: int = 1) -> tuple[int, ...]:
+    """A requested shape: an int (rank 1) or a sequence of ints >= 0 (a list, tuple or
+    1-d integer array: not a set, dict or iterator; no bools), rank <= 8, every extent
+    and the byte size of ``itemsize``-byte elements below 2**63 (kind ``overflow``)."""
+    if isinstance(shape, (bool, np.bool_)):
+        raise ValidationError(f"shape must be an int or a sequence of ints (got {shape!r})",
+                              op=op)
+    if isinstance(shape, np.ndarray) and shape.ndim == 0:
+        raise ValidationError(f"shape must be an int or a sequence of ints (got the 0-d "
+                              f"array {shape!r}: pass int(shape) for a rank-1 shape)", op=op)
     if isinstance(shape, numbers.Integral):
-        return out_shape((int(shape),), op)
-    if isinstance(shape, (str, bytes)) or not isinstance(shape, Iterable):
-        raise bad
-    dims = list(shape)
-    if any(isinstance(s, bool) for s in dims):
-        raise bad
-    return out_shape(dims, op)
+        return out_shape((int(shape),), op, itemsize)
+    return out_shape(shape, op, itemsize)
 
 
 def dtype_of(dtype: object, op: str) -> DType:
@@ -57,7 +58,7 @@ def iota(dtype: object, shape: object, dimension: object,
     if dt not in IOTA_DTYPES:
         raise UnsupportedDTypeError(f"iota is not defined for {dt.value} (numeric dtypes "
                                     "only: cast an integer iota to bool)", op=op)
-    dims = shape_of(shape, op)
+    dims = shape_of(shape, op, dt.itemsize)
     if isinstance(dimension, bool) or not isinstance(dimension, numbers.Integral):
         raise ValidationError(f"dimension must be an int (got {dimension!r})", op=op)
     axis = int(dimension)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import numbers
 from collections.abc import Sequence
-from typing import cast
+from typing import Any, cast
 
 from ..configs.dot import DotGeneralAccumulation, DotGeneralConfig
 from ..dtypes import DType
@@ -22,7 +22,7 @@ from ..exec.aliasing import check_writable
 from ..tensor import _Strided
 from . import MAX_RANK
 from . import check_out as _check_out_base
-from .scalars import overflow_text, shown
+from .scalars import Misfit, as_builtin, overflow_text, shown
 
 __all__ = ["infer", "scalars", "check_out", "self_overlapping", "INT_RANGE", "SINGLE_SCALED",
            "fits_single"]
@@ -119,10 +119,8 @@ def scalars(acc: DotGeneralAccumulation, dtype: DType, op: str) -> tuple:
                               f"{type(acc).__name__})", op=op)
     kind = acc._kind
     if dtype.is_complex:
-        try:
-            calpha, cbeta = complex(acc.alpha), complex(acc.beta)
-        except OverflowError:
-            raise _overflows(acc, complex, dtype, op) from None
+        calpha = _as(acc.alpha, complex, dtype, "alpha", op)
+        cbeta = _as(acc.beta, complex, dtype, "beta", op)
         if dtype in SINGLE_SCALED and not fits_single(calpha, cbeta):
             raise _single_overflow(calpha, cbeta, dtype, op)
         return calpha, cbeta
@@ -137,13 +135,25 @@ def scalars(acc: DotGeneralAccumulation, dtype: DType, op: str) -> tuple:
         bad = acc.alpha if not isinstance(acc.alpha, numbers.Real) else acc.beta
         raise ValidationError(f"alpha and beta must be real for {dtype.value} operands "
                               f"(got {shown(bad)})", op=op)
-    try:
-        alpha, beta = float(cast(float, acc.alpha)), float(cast(float, acc.beta))
-    except OverflowError:
-        raise _overflows(acc, float, dtype, op) from None
+    alpha = _as(acc.alpha, float, dtype, "alpha", op)
+    beta = _as(acc.beta, float, dtype, "beta", op)
     if dtype in SINGLE_SCALED and not fits_single(alpha, beta):
         raise _single_overflow(alpha, beta, dtype, op)
     return alpha, beta
+
+
+def _as(value: object, make: type, dtype: DType, what: str, op: str) -> Any:
+    """``make(value)`` (float or complex), or the ValidationError: kind overflow for a
+    finite value beyond float64 (an int, a Fraction, a Decimal or an np.longdouble that
+    ``make`` cannot convert or turns into inf), invalid_argument for one without such a
+    value (a signaling NaN Decimal)."""
+    v = as_builtin(value, make)
+    if isinstance(v, Misfit):
+        if v.kind == "overflow":
+            raise ValidationError(f"{what}={shown(value)} {overflow_text(dtype)}", op=op,
+                                  kind="overflow")
+        raise ValidationError(f"{what}={shown(value)} {v.text}", op=op, kind=v.kind)
+    return v
 
 
 # dtypes whose cuBLAS call takes alpha and beta as float32 (parts of a complex64)
@@ -165,19 +175,6 @@ def _single_overflow(alpha, beta, dtype: DType, op: str) -> ValidationError:
     return ValidationError(f"{what}={value!r} overflows the float32 scale of a "
                            f"{dtype.value} product (its largest finite value is "
                            f"{_SINGLE_MAX!r})", op=op, kind="overflow")
-
-
-def _overflows(acc: DotGeneralAccumulation, make: type, dtype: DType,
-               op: str) -> ValidationError:
-    """The error for an alpha or beta (an int or a Fraction) beyond float64, so beyond
-    ``dtype``: the first of them that ``make`` (float or complex) cannot convert."""
-    what, value = "beta", acc.beta
-    try:
-        make(acc.alpha)
-    except OverflowError:
-        what, value = "alpha", acc.alpha
-    return ValidationError(f"{what}={shown(value)} {overflow_text(dtype)}", op=op,
-                           kind="overflow")
 
 
 def self_overlapping(shape: Sequence[int], strides: Sequence[int]) -> bool:

@@ -151,8 +151,9 @@ CAST_KINDS: dict[DType, Kind] = {
              family="cast", to=to) for to in ALL_DTYPES}
 
 
-def compare_kind(direction: CompareDir | str) -> Kind:
-    """The kind of ``compare`` in ``direction`` (a CompareDir or its name, e.g. "LT")."""
+def compare_kind(direction: CompareDir | str, op: str = "compare") -> Kind:
+    """The kind of ``compare`` in ``direction`` (a CompareDir or its name, e.g. "LT");
+    ``op`` names the method in the error."""
     if isinstance(direction, str):
         try:
             direction = CompareDir[direction.upper()]
@@ -160,7 +161,7 @@ def compare_kind(direction: CompareDir | str) -> Kind:
             pass
     if not isinstance(direction, CompareDir):
         raise ValidationError(f"compare direction must be a CompareDir (got {direction!r})",
-                              op="compare")
+                              op=op)
     return KINDS[f"compare_{direction.value}"]
 
 
@@ -169,7 +170,7 @@ def kind_of(record: ElementwiseReadOp, op: str) -> Kind:
     if not isinstance(record, ElementwiseReadOp):
         raise ValidationError(f"op must be an ElementwiseReadOp (got {record!r})", op=op)
     if record.direction is not None:
-        return compare_kind(record.direction)
+        return compare_kind(record.direction, op)
     return KINDS[record.name]
 
 

@@ -8,10 +8,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
+
 from ..configs.indexing import PadConfig, SliceConfig
 from ..dtypes import DType, lattice_allows
 from ..errors import UnsupportedDTypeError, ValidationError
-from . import MAX_RANK, check_rank, normalize_axes, same_dtype
+from . import MAX_RANK, check_rank, check_size, int_sequence, normalize_axes, same_dtype
+from .reduction import scalar_bytes
 
 INDEX_DTYPES = (DType.INT32, DType.INT64)
 
@@ -36,15 +39,10 @@ def check_config(cfg, cls: type, op: str) -> None:
 
 
 def check_sizes(sizes, name: str, op: str) -> tuple[int, ...]:
-    """A sequence of ints >= 0."""
-    try:
-        out = tuple(int(s.__index__()) for s in sizes)
-    except (TypeError, AttributeError):
-        raise ValidationError(f"{name} must be a sequence of ints (got {sizes!r})",
-                              op=op) from None
-    if any(isinstance(s, bool) for s in sizes) or any(s < 0 for s in out):
-        raise ValidationError(f"{name} entries must be ints >= 0 (got {tuple(sizes)!r})",
-                              op=op)
+    """A sequence of ints >= 0 (``int_sequence``: no sets, iterators or bools)."""
+    out = int_sequence(sizes, op, name)
+    if any(s < 0 for s in out):
+        raise ValidationError(f"{name} entries must be ints >= 0 (got {out!r})", op=op)
     return out
 
 
@@ -69,8 +67,10 @@ def slice_shape(shape: Sequence[int], cfg: SliceConfig, op: str = "slice") -> tu
                                                            cfg.strides))
 
 
-def pad_shape(shape: Sequence[int], cfg: PadConfig, op: str = "pad") -> tuple[int, ...]:
-    """Result shape of ``pad``: low + high + n + max(n - 1, 0) * interior per axis."""
+def pad_shape(shape: Sequence[int], cfg: PadConfig, op: str = "pad",
+              itemsize: int = 1) -> tuple[int, ...]:
+    """Result shape of ``pad``: low + high + n + max(n - 1, 0) * interior per axis; every
+    extent and the byte size (``itemsize``-byte elements) below 2**63 (kind ``overflow``)."""
     check_config(cfg, PadConfig, op)
     check_rank(shape, op)
     rank_of_config(len(cfg.low), len(shape), "PadConfig.low", op)
@@ -82,6 +82,7 @@ def pad_shape(shape: Sequence[int], cfg: PadConfig, op: str = "pad") -> tuple[in
             raise ValidationError(f"axis {a}: padding (low {lo}, high {hi}, interior {it}) "
                                   f"of extent {n} gives a negative extent {size}", op=op)
         out.append(size)
+    check_size(out, op, itemsize)
     return tuple(out)
 
 
@@ -164,32 +165,16 @@ def dynamic_update_slice_check(shape: Sequence[int], dtype: DType, update_shape,
 
 
 def pad_value_bytes(value, dtype: DType, op: str = "pad") -> bytes:
-    """The padding value as raw bytes of ``dtype`` (ValidationError if it does not fit)."""
-    import warnings
-
-    import numpy as np
-
-    if dtype.is_bool:
-        if not isinstance(value, (bool, int, np.bool_, np.integer)) or value not in (0, 1):
-            raise ValidationError(f"a bool tensor pads with True/False (got {value!r})",
-                                  op=op)
-        return np.asarray(bool(value), dtype.numpy).tobytes()
-    if not dtype.is_complex and isinstance(value, complex):
-        raise ValidationError(f"a complex padding value for {dtype.value} (got {value!r})",
+    """The padding value as raw bytes of ``dtype``, under the rules of ``full``
+    (``ops.storage.fill.value_bytes``): True/False (or the ints 0/1) for bool, else
+    ``shapes.reduction.scalar_bytes`` -- a Python or numpy number of the dtype's kind (no
+    bool for a number, no str, None, list or array), kind ``overflow`` when out of range."""
+    if dtype is DType.BOOL:
+        if isinstance(value, (bool, np.bool_)) or (isinstance(value, int) and value in (0, 1)):
+            return bytes([int(value)])
+        raise ValidationError(f"value must be True/False (or 0/1) for bool (got {value!r})",
                               op=op)
-    if dtype.is_integer and not isinstance(value, (int, np.integer, bool)):
-        raise ValidationError(f"an integer tensor pads with an int (got {value!r})", op=op)
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("error")
-            if dtype.is_integer:
-                info = np.iinfo(dtype.numpy)
-                if not info.min <= int(value) <= info.max:
-                    raise OverflowError
-            return np.asarray(value, dtype.numpy).tobytes()
-    except (OverflowError, ValueError, TypeError, RuntimeWarning):
-        raise ValidationError(f"padding value {value!r} is not representable as "
-                              f"{dtype.value}", op=op) from None
+    return scalar_bytes(value, dtype, op, "value")
 
 
 __all__ = ["MAX_RANK", "INDEX_DTYPES", "check_index_dtype", "check_config", "check_sizes",

@@ -19,14 +19,13 @@ from __future__ import annotations
 import math
 import numbers
 from collections.abc import Sequence
-from typing import SupportsComplex, cast
 
 import numpy as np
 
 from ..dtypes import DType
 from ..errors import UnsupportedDTypeError, ValidationError
 from . import check_rank, normalize_axes, require_dtype, same_dtype, same_shape
-from .scalars import overflow_text, shown
+from .scalars import Misfit, as_builtin, int_as_float, overflow_text, shown
 
 REDUCE_KINDS = ("sum", "prod", "max", "min", "and", "or")
 
@@ -111,29 +110,55 @@ def infer_axpby(x_dtype: DType, x_shape: Sequence[int], y_dtype: DType,
 def scalar_bytes(value: object, dtype: DType, op: str, what: str) -> bytes:
     """``value`` converted to ``dtype`` as raw bytes, if it is representable there.
 
-    Accepted: Python/numpy ints for every numeric dtype (in range for integer dtypes);
-    floats for float and complex dtypes (finite values must not overflow the dtype; inf and
-    NaN are kept), and for integer dtypes when integral; complex numbers for complex dtypes
-    only. Bools and anything else are rejected with ``ValidationError``.
+    Accepted: Python/numpy ints (and integral Fractions, taken exactly) for every numeric
+    dtype (in range for integer dtypes; rounded once for float dtypes); other real numbers
+    for float and complex dtypes (finite values must not overflow the dtype, float64's
+    range included; inf and NaN are kept), and for integer dtypes when integral; complex
+    numbers (and other non-real Numbers, as a Decimal) for complex dtypes only. Bools and
+    anything else are rejected with ``ValidationError``.
     """
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Number):
         raise ValidationError(f"{what} must be a number (got {value!r})", op=op)
     if isinstance(value, numbers.Integral):
         return _int_bytes(int(value), dtype, op, what)
+    if isinstance(value, numbers.Rational) and value.denominator == 1:
+        return _int_bytes(int(value.numerator), dtype, op, what)  # exact, not via float
     if isinstance(value, numbers.Real):
-        try:
-            v = float(value)
-        except OverflowError:  # a Fraction (or other Real) beyond float64
-            raise _overflows(value, dtype, op, what) from None
         if dtype.is_integer:
-            if not v.is_integer():
-                raise ValidationError(f"{what}={value!r} is not representable in "
-                                      f"{dtype.value} (not an integer)", op=op)
-            return _int_bytes(int(v), dtype, op, what)
-        return _float_bytes(complex(v) if dtype.is_complex else v, dtype, op, what)
+            return _int_bytes(_integral(value, dtype, op, what), dtype, op, what)
+        return _float_bytes(_builtin(value, complex if dtype.is_complex else float, dtype,
+                                     op, what), dtype, op, what)
     if not dtype.is_complex:
-        raise ValidationError(f"{what}={value!r} is complex; {dtype.value} is real", op=op)
-    return _float_bytes(complex(cast(SupportsComplex, value)), dtype, op, what)
+        raise ValidationError(f"{what}={shown(value)} is not a real number (a "
+                              f"{type(value).__name__}); {dtype.value} is real", op=op)
+    return _float_bytes(_builtin(value, complex, dtype, op, what), dtype, op, what)
+
+
+def _integral(value: numbers.Real, dtype: DType, op: str, what: str) -> int:
+    """The int equal to the real ``value`` (not an integral Fraction), else the error."""
+    i = None
+    if not isinstance(value, numbers.Rational):  # a Rational here has a denominator != 1
+        try:
+            i = int(value)  # type: ignore[call-overload]
+            if i != value:
+                i = None
+        except (OverflowError, ValueError, ArithmeticError):  # inf, NaN
+            i = None
+    if i is None:
+        raise ValidationError(f"{what}={shown(value)} is not representable in "
+                              f"{dtype.value} (not an integer)", op=op)
+    return i
+
+
+def _builtin(value: object, make: type[float] | type[complex], dtype: DType, op: str,
+             what: str) -> float | complex:
+    """``make(value)``, or the error: kind overflow for a finite value beyond float64."""
+    v = as_builtin(value, make)
+    if isinstance(v, Misfit):
+        if v.kind == "overflow":
+            raise _overflows(value, dtype, op, what)
+        raise ValidationError(f"{what}={shown(value)} {v.text}", op=op, kind=v.kind)
+    return v
 
 
 def _int_bytes(v: int, dtype: DType, op: str, what: str) -> bytes:
@@ -143,15 +168,15 @@ def _int_bytes(v: int, dtype: DType, op: str, what: str) -> bytes:
             raise ValidationError(f"{what}={shown(v)} is out of range for {dtype.value} "
                                   f"[{info.min}, {info.max}]", op=op, kind="overflow")
         return np.asarray(v, dtype.numpy).tobytes()
-    try:
-        f = complex(v) if dtype.is_complex else float(v)
-    except OverflowError:  # beyond float64, so beyond every float dtype
-        raise _overflows(v, dtype, op, what) from None
-    return _float_bytes(f, dtype, op, what)
+    f = int_as_float(v, dtype.real)  # rounded once from the exact int (not via float64)
+    if isinstance(f, Misfit):  # beyond float64, so beyond every float dtype
+        raise _overflows(v, dtype, op, what)
+    return _float_bytes(complex(f) if dtype.is_complex else f, dtype, op, what)
 
 
 def _overflows(value: object, dtype: DType, op: str, what: str) -> ValidationError:
-    """The error for a finite ``value`` too large for the float or complex ``dtype``."""
+    """The error for a finite ``value`` too large for ``dtype`` (its range, for an integer
+    dtype)."""
     return ValidationError(f"{what}={shown(value)} {overflow_text(dtype)}", op=op,
                            kind="overflow")
 

@@ -44,7 +44,7 @@ from ..errors import RuntimeStateError, ValidationError
 from ..exec.residency import describe_array
 
 __all__ = ["Scalar", "Converter", "Misfit", "is_scalar", "converter", "bits",
-           "not_an_operand", "overflow_text", "shown"]
+           "not_an_operand", "overflow_text", "shown", "as_builtin", "int_as_float"]
 
 Scalar: TypeAlias = bool | int | float | complex | np.generic
 """A scalar operand: a Python bool, int, float or complex, or a numpy scalar (the type of
@@ -108,9 +108,16 @@ _F32, _U32 = struct.Struct("<f"), struct.Struct("<I")
 
 def overflow_text(dtype: DType) -> str:
     """The reason a finite value does not fit the float dtype ``dtype`` (or the real
-    dtype of the parts of a complex one): "overflows float32 (its largest ...)"."""
+    dtype of the parts of a complex one): "overflows float32 (its largest ...)"; for an
+    integer dtype, its range: "is out of range for int32 [-2147483648, 2147483647]"."""
     real = dtype.real
-    return f"overflows {real.value} (its largest finite value is {_LARGEST[real]!r})"
+    largest = _LARGEST.get(real)
+    if largest is not None:
+        return f"overflows {real.value} (its largest finite value is {largest!r})"
+    if dtype.is_integer:
+        info = np.iinfo(dtype.numpy)
+        return f"is out of range for {dtype.value} [{info.min}, {info.max}]"
+    return f"does not fit {dtype.value}"
 
 
 def _overflow(dtype: DType) -> Misfit:
@@ -230,7 +237,7 @@ def _complex_converter(dtype: DType) -> Converter:
     return convert
 
 
-def _int_as_float(v: int, dtype: DType) -> float | Misfit:
+def int_as_float(v: int, dtype: DType) -> float | Misfit:
     """An int as a float that the dtype's converter leaves as the int rounded once."""
     if -(1 << 53) <= v <= 1 << 53:
         return float(v)  # exact
@@ -242,6 +249,40 @@ def _int_as_float(v: int, dtype: DType) -> float | Misfit:
         return math.copysign(float(q << shift), v)
     except OverflowError:
         return _overflow(dtype)
+
+
+_BUILTIN = (int, float, complex)
+
+
+def as_builtin(value: object, make: type[float] | type[complex]) -> float | complex | Misfit:
+    """``make(value)`` -- ``make`` is ``float`` or ``complex`` -- for a number of any type
+    (the BLAS scalars and fill values also take a Fraction, a Decimal, an np.longdouble),
+    checked: a ``Misfit`` of kind ``overflow`` (and no text) for a finite value beyond
+    float64 -- ``make`` raised OverflowError, or returned an infinite part for a finite one,
+    as ``float()`` and ``complex()`` do for an np.longdouble or a Decimal -- and of kind
+    ``invalid_argument`` when the value has no such conversion (a signaling NaN Decimal)."""
+    try:
+        v = make(value)  # type: ignore[arg-type, call-overload]
+    except OverflowError:
+        return Misfit("overflow", "")
+    except (ValueError, TypeError, ArithmeticError) as e:
+        return Misfit("invalid_argument", f"has no {make.__name__} value ({e})")
+    if type(value) in _BUILTIN:
+        return v  # int, float and complex overflow with an OverflowError
+    got = (v.real, v.imag) if make is complex else (v,)
+    want = (getattr(value, "real", value), getattr(value, "imag", 0)) if make is complex \
+        else (value,)
+    for have, part in zip(got, want):
+        if math.isinf(have) and _finite(part):
+            return Misfit("overflow", "")
+    return v
+
+
+def _finite(value: object) -> bool:
+    try:
+        return bool(-math.inf < value < math.inf)  # type: ignore[operator]
+    except (TypeError, ValueError, ArithmeticError):
+        return False
 
 
 def _accepts(dtype: DType) -> str:
@@ -272,7 +313,7 @@ def _convert(value: object, dtype: DType) -> int | Misfit | None:
         return _convert(v, dtype.real)  # the real part; the imaginary part's bits are 0
     if top == INT:
         return _CONVERTERS[dtype](int(v))  # type: ignore[call-overload]
-    x = _int_as_float(int(v), dtype)  # type: ignore[call-overload]
+    x = int_as_float(int(v), dtype)  # type: ignore[call-overload]
     return x if type(x) is Misfit else _CONVERTERS[dtype](x)
 
 

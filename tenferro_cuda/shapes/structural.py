@@ -29,43 +29,51 @@ import math
 import operator
 from collections.abc import Sequence
 
+import numpy as np
+
 from ..errors import ValidationError
 from ..tensor import is_row_major
-from . import check_permutation, check_rank
+from . import check_permutation, check_rank, check_size, int_sequence
 
 
 def int_tuple(values, op: str, what: str) -> tuple[int, ...]:
+    """A sequence of ints (``shapes.int_sequence``: no sets, iterators or bools)."""
+    return int_sequence(values, op, what)
+
+
+def _int(value, op: str, what: str) -> int:
+    """One int (not a bool, not np.bool_)."""
     try:
-        return tuple(operator.index(v) for v in values)
+        if isinstance(value, (bool, np.bool_)):
+            raise TypeError
+        return operator.index(value)
     except TypeError:
-        raise ValidationError(f"{what} must be a sequence of ints (got {values!r})",
-                              op=op) from None
+        raise ValidationError(f"{what} must be an int (got {value!r})", op=op) from None
 
 
 def _axis(value, limit: int, op: str, what: str) -> int:
-    try:
-        a = operator.index(value)
-    except TypeError:
-        raise ValidationError(f"{what} must be an int (got {value!r})", op=op) from None
+    a = _int(value, op, what)
     if not 0 <= a < limit:
         raise ValidationError(f"{what} = {a} is out of range for rank {limit}", op=op,
                               kind="axis_out_of_bounds")
     return a
 
 
-def out_shape(shape, op: str) -> tuple[int, ...]:
-    """A requested output shape: ints >= 0, rank <= 8."""
+def out_shape(shape, op: str, itemsize: int = 1) -> tuple[int, ...]:
+    """A requested output shape: ints >= 0, rank <= 8, every extent and the byte size
+    (of ``itemsize``-byte elements) below 2**63 (``shapes.check_size``)."""
     dims = int_tuple(shape, op, "shape")
     if any(s < 0 for s in dims):
         raise ValidationError(f"shape entries must be >= 0 (got {dims})", op=op)
     check_rank(dims, op)
+    check_size(dims, op, itemsize)
     return dims
 
 
 # --- transpose -------------------------------------------------------------------------
 def transpose(shape: Sequence[int], perm, op: str) -> tuple[tuple[int, ...], tuple[int, ...]]:
     """(perm, output shape); ``perm`` must list every axis exactly once."""
-    p = check_permutation(int_tuple(perm, op, "perm"), len(shape), op)
+    p = check_permutation(perm, len(shape), op)
     return p, tuple(shape[a] for a in p)
 
 
@@ -92,9 +100,10 @@ def shares_storage(shape: Sequence[int], strides: Sequence[int], offset: int,
 
 
 # --- broadcast_in_dim ------------------------------------------------------------------
-def broadcast_in_dim(shape: Sequence[int], new_shape, dims, op: str):
-    """(output shape, dims) under the StableHLO rules (module docstring)."""
-    out = out_shape(new_shape, op)
+def broadcast_in_dim(shape: Sequence[int], new_shape, dims, op: str, itemsize: int = 1):
+    """(output shape, dims) under the StableHLO rules (module docstring); the output of
+    ``itemsize``-byte elements must stay below 2**63 bytes."""
+    out = out_shape(new_shape, op, itemsize)
     d = int_tuple(dims, op, "dims")
     if len(d) != len(shape):
         raise ValidationError(f"dims {d} must have one entry per operand axis "
@@ -172,10 +181,7 @@ def triangular(shape: Sequence[int], k, op: str) -> int:
     if len(shape) < 2:
         raise ValidationError(f"{op} needs rank >= 2 (got rank {len(shape)})", op=op,
                               kind="rank_mismatch")
-    try:
-        return operator.index(k)
-    except TypeError:
-        raise ValidationError(f"k must be an int (got {k!r})", op=op) from None
+    return _int(k, op, "k")
 
 
 # --- copies ----------------------------------------------------------------------------

@@ -76,8 +76,8 @@ def iota(ctx: ExecContext, dtype: DType | str, shape: int | Sequence[int],
 
 
 def _full(ctx: ExecContext, shape: object, value: object, dtype: object, op: str) -> Tensor:
-    dims = shapes.shape_of(shape, op)
     dt = shapes.dtype_of(dtype, op)
+    dims = shapes.shape_of(shape, op, dt.itemsize)
     value_bytes(value, dt, op)  # validated before the allocation
     out = ctx.alloc(dt, dims, op)
     fill(ctx, out, value, op)
@@ -200,8 +200,8 @@ def empty(ctx: ExecContext, shape: int | Sequence[int], dtype: DType | str) -> T
         The session is closed or used from another thread.
     """
     op = "empty"
-    dims = shapes.shape_of(shape, op)
     dt = shapes.dtype_of(dtype, op)
+    dims = shapes.shape_of(shape, op, dt.itemsize)
     return ctx.alloc(dt, dims, op)
 
 

@@ -244,7 +244,9 @@ def dot_general_read_into_accum_cached(ctx: ExecContext, cache_slot: int | None,
             alpha, beta = slot.alpha, slot.beta
         else:
             try:
-                if slot.kind == 2:
+                if not accumulation._plain:  # a Fraction, Decimal, np.longdouble, ...
+                    alpha, beta = shapes_dot.scalars(accumulation, lhs.dtype, op)
+                elif slot.kind == 2:
                     alpha, beta = complex(accumulation.alpha), complex(accumulation.beta)
                 elif slot.kind == 1 and accumulation._kind < 2:
                     alpha = float(accumulation.alpha.real)
@@ -282,8 +284,11 @@ def dot_general_cache_clear(ctx: ExecContext, cache_slot: int | None = None) -> 
     """
     if cache_slot is None:
         ctx.dot_slots.clear()
-    else:
-        ctx.dot_slots.pop(cache_slot, None)
+        return
+    if type(cache_slot) is not int or cache_slot < 0:  # as dot_general_read_into_accum_cached
+        raise ValidationError(f"cache_slot must be an int >= 0 or None (got {cache_slot!r})",
+                              op="dot_general_cache_clear")
+    ctx.dot_slots.pop(cache_slot, None)
 
 
 # --- shared ----------------------------------------------------------------------------------

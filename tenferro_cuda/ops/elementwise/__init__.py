@@ -25,7 +25,7 @@ division by zero is a deferred error raised by ``synchronize()``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 
 from ...configs.elementwise import CompareDir, ElementwiseReadOp
 from ...errors import ValidationError
@@ -95,7 +95,10 @@ def _compare(form: str) -> tuple[str, Callable]:
 
     def resolve(direction: object) -> Callable:
         impl = impls.get(direction) if isinstance(direction, CompareDir) else None
-        return impl or impls[compare_kind(direction).direction]  # type: ignore[arg-type, index]
+        if impl is not None:
+            return impl
+        kind = compare_kind(direction, name)  # type: ignore[arg-type]
+        return impls[kind.direction]  # type: ignore[index]
 
     summary = ("Elementwise comparison ``lhs <direction> rhs`` giving bool; complex operands "
                "take EQ and NE only.")
@@ -151,9 +154,10 @@ def elementwise_read_into(ctx: ExecContext, op: ElementwiseReadOp, inputs: Seque
     """
     name = "elementwise_read_into"
     kind = kind_of(op, name)
-    if isinstance(inputs, _Strided) or not isinstance(inputs, Iterable):
-        raise ValidationError(f"inputs must be a sequence of tensors (got "
-                              f"{type(inputs).__name__})", op=name)
+    if type(inputs) is not tuple and type(inputs) is not list and (
+            isinstance(inputs, (_Strided, str, bytes)) or not isinstance(inputs, Sequence)):
+        raise ValidationError(f"inputs must be a sequence of tensors, in operand order (a "
+                              f"list or tuple; got {type(inputs).__name__})", op=name)
     engine.run(ctx, kind, name, tuple(inputs), out)
 
 

@@ -266,7 +266,7 @@ def pad(ctx: ExecContext, x: Tensor | TensorView, config: PadConfig, value: obje
     """
     op = "pad"
     resident(ctx, x, op, "input")
-    shape = pad_shape(x.shape, config, op)
+    shape = pad_shape(x.shape, config, op, x.itemsize)
     raw = pad_value_bytes(value, x.dtype, op)
     out = ctx.alloc(x.dtype, shape, op)
     if out.size == 0:

@@ -46,6 +46,8 @@ def transpose(ctx: ExecContext, x: Tensor | TensorView, perm: Sequence[int]) -> 
     """
     op = "transpose"
     resident(ctx, x, op)
+    if type(perm) is not tuple and type(perm) is not list:  # no set, dict or iterator
+        perm = sshapes.int_tuple(perm, op, "perm")
     return storage.permute_into(ctx, x, perm, op)
 
 def reshape(ctx: ExecContext, x: Tensor | TensorView, shape: Sequence[int]) -> Tensor:
@@ -76,7 +78,7 @@ def broadcast_in_dim(ctx: ExecContext, x: Tensor | TensorView, shape: Sequence[i
     """
     op = "broadcast_in_dim"
     resident(ctx, x, op)
-    out_shape, d = sshapes.broadcast_in_dim(x.shape, shape, dims, op)
+    out_shape, d = sshapes.broadcast_in_dim(x.shape, shape, dims, op, x.itemsize)
     out = ctx.alloc(x.dtype, out_shape, op)
     if out.size:
         st = sshapes.broadcast_strides(x.shape, x.strides, out_shape, d)

@@ -26,11 +26,17 @@ from collections.abc import Callable
 import numpy as np
 
 from ..._dlpack_export import exports_over
-from ...errors import RuntimeStateError, ValidationError
+from ...errors import (
+    RuntimeStateError,
+    UnsupportedDTypeError,
+    UnsupportedError,
+    ValidationError,
+)
 from ...exec import guard, peer
 from ...exec.context import ExecContext
 from ...exec.entry import context_of
 from ...exec.residency import resident
+from ...shapes import check_rank, check_size
 from ...tensor import Tensor, TensorView, _Strided
 from .. import storage
 
@@ -95,10 +101,19 @@ def upload_host_tensor(ctx: ExecContext, tensor: Tensor | TensorView | np.ndarra
     """
     op = "upload_host_tensor"
     if isinstance(tensor, np.ndarray):
-        tensor = Tensor.from_numpy(tensor)
+        if isinstance(tensor, np.ma.MaskedArray):  # np.asarray would drop the mask
+            raise UnsupportedError("masked arrays cannot be uploaded (the values under the "
+                                   "mask would be taken as data): upload a.filled(value) "
+                                   "or a.data", op=op)
+        try:
+            tensor = Tensor.from_numpy(tensor)
+        except UnsupportedDTypeError as exc:
+            raise UnsupportedDTypeError(str(exc), op=op) from None
     if not isinstance(tensor, _Strided):
         raise ValidationError(f"expected a host Tensor, TensorView or numpy array "
                               f"(got {type(tensor).__name__})", op=op)
+    check_rank(tensor.shape, op)
+    check_size(tensor.shape, op, tensor.dtype.itemsize)
     if tensor.base.host is None:
         raise RuntimeStateError("the tensor is already on a device; upload takes a host "
                                 "tensor (use to_contiguous_read or copy_read_into)", op=op)
@@ -135,6 +150,7 @@ def download_to_host(ctx: ExecContext, tensor: Tensor | TensorView) -> Tensor:
         raise RuntimeStateError("download_to_host takes a device tensor; this one is "
                                 "already on the host", op=op)
     resident(ctx, tensor, op)
+    check_size(tensor.shape, op, tensor.dtype.itemsize)  # an empty view may claim any extent
     src = tensor if type(tensor) is Tensor or tensor.is_contiguous else \
         storage.materialize(ctx, tensor, op)
     dtype, shape = tensor.dtype, tensor.shape
