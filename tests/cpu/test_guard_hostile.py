@@ -5,49 +5,29 @@ left that the driver refuses to pop, and raw scopes inside captures."""
 
 from __future__ import annotations
 
-import threading
-
 import pytest
-from reference.fake_ctx_stack import NULL, Ctx, install
+from reference.fake_ctx_stack import NULL, Ctx, FakeRuntime, install, use_runtime
 from reference.fake_graph import FakeCtx
 
 import tenferro_cuda as tc
-from tenferro_cuda import session as session_module
 from tenferro_cuda.exec import guard
 
 P, F1, F2, F3 = Ctx(0x1000), Ctx(0x2000), Ctx(0x3000), Ctx(0x4000)
 
 
-class Runtime:
-    """A runtime stand-in whose execution context is the capture machinery's FakeCtx
-    (arena, error watch, streams) with our context, so the real session, sub-session and
-    capture scopes run over the fake context stack."""
-
-    def __init__(self) -> None:
-        self.context, self.context_id, self.ordinal = P, int(P), 0
-        self._tls = threading.local()
-
-    def check_alive(self, op: str = "") -> None:
-        pass
-
-    def current(self):
-        return guard.within(self.context, self.context_id)
-
-    def exec_context(self):
-        ctx = getattr(self._tls, "ctx", None)
-        if ctx is None:
-            ctx = self._tls.ctx = FakeCtx()
-            ctx.runtime, ctx.context, ctx.context_id = self, P, int(P)
-            ctx.session_open = False
-        return ctx
+def _capture_context(runtime):
+    """The capture machinery's FakeCtx (arena, error watch, streams) with our context, so
+    the real session, sub-session and capture scopes run over the fake context stack."""
+    ctx = FakeCtx()
+    ctx.runtime, ctx.context, ctx.context_id = runtime, P, int(P)
+    ctx.session_open = False
+    return ctx
 
 
 @pytest.fixture
 def model(monkeypatch, driver):
     m = install(monkeypatch)
-    runtime = Runtime()
-    monkeypatch.setattr(session_module.CudaRuntime, "get",
-                        classmethod(lambda cls, o=0: runtime))
+    use_runtime(monkeypatch, FakeRuntime(P, _capture_context))
     return m
 
 
@@ -110,20 +90,20 @@ def test_raw_scope_inside_a_capture_restores_the_stack(model, body):
 # --- 2. KeyboardInterrupt raised by the driver mid-restore ---------------------------------
 
 class _InterruptOnce:
-    """Make the model's n-th cuCtxPushCurrent (from now) push, then raise
-    KeyboardInterrupt: a Ctrl-C whose handler runs as the driver call returns, inside the
-    restore loop of ``_driver.ctx_stack_put``."""
+    """Make the model's n-th call of ``api`` (from now; default cuCtxPushCurrent) do its
+    work, then raise KeyboardInterrupt: a Ctrl-C whose handler runs as the driver call
+    returns, inside a loop that takes the stack off or puts it back."""
 
-    def __init__(self, model, nth: int) -> None:
-        self.model, self.left = model, nth
-        self.real = model.cuCtxPushCurrent
-        model.cuCtxPushCurrent = self
+    def __init__(self, model, nth: int, api: str = "cuCtxPushCurrent") -> None:
+        self.model, self.left, self.api = model, nth, api
+        self.real = getattr(model, api)
+        setattr(model, api, self)
 
-    def __call__(self, ctx):
+    def __call__(self, *args):
         self.left -= 1
-        result = self.real(ctx)
+        result = self.real(*args)
         if self.left == 0:
-            self.model.cuCtxPushCurrent = self.real
+            setattr(self.model, self.api, self.real)
             raise KeyboardInterrupt
         return result
 
@@ -169,17 +149,7 @@ def test_an_interrupt_while_the_stack_is_taken_off_at_exit(model):
     model.stack[:] = [F1, F2]
     g = guard.ScopeGuard(P, "test")
     model.cuCtxPushCurrent(F3)
-    real_pop, left = model.cuCtxPopCurrent, [2]
-
-    def pop():
-        left[0] -= 1
-        result = real_pop()
-        if left[0] == 0:
-            model.cuCtxPopCurrent = real_pop
-            raise KeyboardInterrupt
-        return result
-
-    model.cuCtxPopCurrent = pop
+    _InterruptOnce(model, 2, "cuCtxPopCurrent")  # the second pop, right after it popped
     with pytest.raises(KeyboardInterrupt):
         g.exit()
     assert model.stack == [F1, F2]
@@ -218,17 +188,7 @@ def test_an_interrupt_right_after_a_pop_of_the_entry_snapshot_loses_nothing(mode
     popped entry is noted) must not lose that entry: the stack is put back whole and the
     interrupt raised, nothing of ours pushed."""
     model.stack[:] = [F1, F2, F3]
-    real_pop, left = model.cuCtxPopCurrent, [2]
-
-    def pop():
-        left[0] -= 1
-        result = real_pop()
-        if left[0] == 0:
-            model.cuCtxPopCurrent = real_pop
-            raise KeyboardInterrupt
-        return result
-
-    model.cuCtxPopCurrent = pop
+    _InterruptOnce(model, 2, "cuCtxPopCurrent")  # the second pop, right after it popped
     with pytest.raises(KeyboardInterrupt):
         guard.ScopeGuard(P, "test")
     assert model.stack == [F1, F2, F3]

@@ -13,48 +13,19 @@ import copy
 import gc
 import pickle
 import threading
-from types import SimpleNamespace
 
 import pytest
-from reference.fake_ctx_stack import Ctx, install
+from reference.fake_ctx_stack import Ctx, FakeRuntime, install, use_runtime
 
 import tenferro_cuda as tc
-from tenferro_cuda import session as session_module
-from tenferro_cuda.exec import guard
 
 P, F1, F2 = Ctx(0x1000), Ctx(0x2000), Ctx(0x3000)
-
-
-class FakeRuntime:
-    """What the scopes, the entry checks and the raw session use of a runtime."""
-
-    def __init__(self) -> None:
-        self.context, self.context_id = P, int(P)
-        self.ordinal = 0
-        self._tls = threading.local()
-
-    def check_alive(self, op: str = "") -> None:
-        pass
-
-    def current(self):
-        return guard.within(self.context, self.context_id)
-
-    def exec_context(self):
-        ctx = getattr(self._tls, "ctx", None)
-        if ctx is None:
-            ctx = self._tls.ctx = SimpleNamespace(
-                runtime=self, context=P, context_id=int(P), thread=threading.get_ident(),
-                session_open=False, capture=None, closed=False, stream=0x77, flushes=0,
-                eager=True, ordinal=0)
-            ctx.flush = lambda: setattr(ctx, "flushes", ctx.flushes + 1)
-        return ctx
 
 
 @pytest.fixture
 def model(monkeypatch):
     model = install(monkeypatch)
-    runtime = FakeRuntime()
-    monkeypatch.setattr(session_module.CudaRuntime, "get", classmethod(lambda cls, o=0: runtime))
+    use_runtime(monkeypatch, FakeRuntime(P))
     return model
 
 

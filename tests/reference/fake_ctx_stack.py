@@ -14,12 +14,14 @@ Contexts are ints (``Ctx`` wraps one so that ``int(ctx)`` works as for ``CUconte
 bindings module and its checked wrappers), so ``exec/guard.py`` runs unchanged over it;
 any other name of the bindings module (a type) is the real one.
 ``refuse`` holds contexts whose push fails, ``refuse_pop`` those whose pop fails (a driver
-error), to test rollbacks.
+error), to test rollbacks. ``FakeRuntime`` and ``use_runtime`` open sessions over the model
+(a runtime stand-in with our context and a per-thread execution context).
 """
 
 from __future__ import annotations
 
 import threading
+from types import SimpleNamespace
 
 from tenferro_cuda import _driver
 
@@ -113,3 +115,48 @@ def install(monkeypatch) -> ContextStacks:
                       ("ctx_pop", "cuCtxPopCurrent"), ("ctx_set_current", "cuCtxSetCurrent")):
         monkeypatch.setattr(_driver, name, checked(api))
     return model
+
+
+class FakeRuntime:
+    """What the scopes, the entry checks and the raw session use of a runtime: its
+    context ``context`` and one execution context per thread, made by
+    ``make_context(runtime)`` (default: the fields the session's scopes, entry checks and
+    sub-sessions read)."""
+
+    def __init__(self, context: Ctx, make_context=None) -> None:
+        self.context, self.context_id = context, int(context)
+        self.ordinal = 0
+        self.info = SimpleNamespace(name="fake")
+        self._make = make_context or _plain_context
+        self._tls = threading.local()
+
+    def check_alive(self, op: str = "") -> None:
+        pass
+
+    def current(self):
+        from tenferro_cuda.exec import guard
+
+        return guard.within(self.context, self.context_id)
+
+    def exec_context(self):
+        ctx = getattr(self._tls, "ctx", None)
+        if ctx is None:
+            ctx = self._tls.ctx = self._make(self)
+        return ctx
+
+
+def _plain_context(runtime: FakeRuntime) -> SimpleNamespace:
+    ctx = SimpleNamespace(
+        runtime=runtime, context=runtime.context, context_id=runtime.context_id,
+        thread=threading.get_ident(), session_open=False, capture=None, closed=False,
+        stream=0x77, flushes=0, eager=True, ordinal=0)
+    ctx.flush = lambda: setattr(ctx, "flushes", ctx.flushes + 1)
+    return ctx
+
+
+def use_runtime(monkeypatch, runtime: FakeRuntime) -> None:
+    """Sessions of this test open over ``runtime``."""
+    from tenferro_cuda import session as session_module
+
+    monkeypatch.setattr(session_module.CudaRuntime, "get",
+                        classmethod(lambda cls, ordinal=0: runtime))
