@@ -236,6 +236,9 @@ class CudaGraph(Authority):
         enqueued finish first (the memory is given back in stream order)."""
         if self._ctx.thread != _ident():
             raise RuntimeStateError("this graph belongs to another thread", op="close")
+        if self._state is not None:
+            raise RuntimeStateError("this graph is still being captured: close it after "
+                                    "its capture scope ends", op="close")
         self._release()
 
     def _release(self) -> None:

@@ -54,6 +54,10 @@ class KernelSession(Authority):
         """A library kernel: ``function("copy", "fill", "tf::u32")``; dtypes may be given
         as DType (mapped to their C++ type)."""
         ctx = self._check()
+        if not isinstance(family, str) or not isinstance(entry, str):
+            raise ValidationError(f"family and entry are names (str; got "
+                                  f"{type(family).__name__}, {type(entry).__name__})",
+                                  op=self.op)
         try:
             ent = family_of(family).entry(entry)
         except KeyError as exc:
@@ -101,16 +105,23 @@ class KernelSession(Authority):
         check_distinct_elements(out, self.op)  # a stride-0 view would race with itself
         if not out.dtype.is_numeric:
             raise UnsupportedDTypeError("scale_tensor_write needs a numeric dtype", op=self.op)
+        if ctx.capture is not None:  # the graph keeps it, lists it, may rebind it
+            ctx.capture.note(out, written=True)
         self._raw._device(storage.scale, ctx, out, factor, self.op)
 
     def grid_1d(self, n: int, block: int = 256) -> LaunchConfig:
-        """A launch config covering ``n`` threads (grid-stride kernels may use fewer)."""
-        self._check()
+        """A launch config covering ``n`` threads (grid-stride kernels may use fewer): a
+        block the device can run, and a grid of at most the device's largest x extent
+        (a grid-stride kernel covers the rest)."""
+        ctx = self._check()
         if type(n) is not int or n < 0:
             raise ValidationError(f"n must be an int >= 0 (got {n!r})", op=self.op)
-        if type(block) is not int or block < 1:
-            raise ValidationError(f"block must be an int >= 1 (got {block!r})", op=self.op)
-        return LaunchConfig(max(1, -(-n // block)), block)
+        info = ctx.info
+        limit = min(info.max_threads_per_block, info.max_block_dims[0])
+        if type(block) is not int or not 1 <= block <= limit:
+            raise ValidationError(f"block must be an int in [1, {limit}] on this device (got "
+                                  f"{block!r})", op=self.op)
+        return LaunchConfig(min(max(1, -(-n // block)), info.max_grid_dims[0]), block)
 
     def launch(self, fn: Function, config: LaunchConfig, args: Sequence[KernelArg]) -> None:
         """Enqueue ``fn`` on the session stream (geometry validated first)."""

@@ -29,6 +29,7 @@ from .kernels.compiler import compile_cached
 from .kernels.launch import check_geometry
 from .raw_args import _BYTES_LIKE, KernelArg, LaunchConfig, _bytes_like, _texts
 from .raw_lent import DevicePointer, Function, Module, StreamHandle
+from .shapes import check_rank, check_size, int_sequence
 from .tensor import Tensor, _Strided
 
 __all__ = ["RawSession", "LaunchConfig", "KernelArg", "StreamHandle", "Module", "Function",
@@ -79,6 +80,8 @@ class RawSession(Authority):
         """Address of element 0 of a resident tensor/view and its buffer's byte span."""
         ctx = self._check()
         resident(ctx, t, self.op)
+        if ctx.capture is not None:  # the graph keeps it, lists it, may rebind it
+            ctx.capture.note(t)
         return DevicePointer(t.data_ptr(), t.base.nbytes - t.offset * t.itemsize, False,
                              self._scope)
 
@@ -86,13 +89,17 @@ class RawSession(Authority):
         """``tensor(t)`` for writing (ValidationError for read-only memory)."""
         p = self.tensor(t)
         check_writable(t, self.op, "tensor_mut")
+        capture = self._ctx.capture
+        if capture is not None:
+            capture.note(t, written=True)
         return DevicePointer(p._address, p.nbytes, True, self._scope)
 
     def alloc_output(self, dtype: DType | str, shape: Sequence[int]) -> Tensor:
         """A new compact device tensor (contents undefined)."""
         ctx = self._check()
-        shape_t = _shape(shape, self.op)
-        return self._device(ctx.alloc, as_dtype(dtype), shape_t, self.op)
+        dt = as_dtype(dtype)
+        shape_t = _shape(shape, self.op, dt.itemsize)
+        return self._device(ctx.alloc, dt, shape_t, self.op)
 
     def alloc_bytes(self, nbytes: int) -> Tensor:
         """A new uint8 device tensor of ``nbytes`` elements (an int >= 0)."""
@@ -109,6 +116,7 @@ class RawSession(Authority):
         """A new uint8 device tensor holding ``data`` (bytes, a bytearray or a
         memoryview)."""
         self._check()
+        entry.check(self._session, "upload_bytes", "upload_host_tensor")  # (in a capture)
         image = _bytes_like(data, "upload_bytes data", self.op)
         return self._session.upload_host_tensor(np.frombuffer(image, np.uint8).copy())
 
@@ -241,15 +249,12 @@ def _fit_function(fn: Any, info: Any, block: tuple[int, int, int], shared: int,
         _driver.function_allow_dynamic_shared(fn, shared, op)
 
 
-def _shape(shape: Sequence[int], op: str) -> tuple[int, ...]:
-    try:
-        given = tuple(shape)
-        dims = tuple(operator.index(s) for s in given)
-    except TypeError:
-        raise ValidationError(f"shape must be a sequence of ints (got {shape!r})",
-                              op=op) from None
-    if any(type(s) is bool for s in given):
-        raise ValidationError(f"shape entries must be ints, not bools (got {shape!r})", op=op)
+def _shape(shape: Sequence[int], op: str, itemsize: int = 1) -> tuple[int, ...]:
+    """A requested shape: a sequence of ints >= 0 (no bools, sets or iterators), rank <= 8,
+    every extent and the byte size below 2**63 (``shapes``' rules for every op)."""
+    dims = int_sequence(shape, op, "shape")
     if any(s < 0 for s in dims):
         raise ValidationError(f"shape entries must be >= 0 (got {dims})", op=op)
+    check_rank(dims, op)
+    check_size(dims, op, itemsize)
     return dims

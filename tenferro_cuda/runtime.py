@@ -203,10 +203,13 @@ class CudaRuntime(Authority):
 
     # --- lifetime ----------------------------------------------------------------------
     def synchronize_all(self) -> None:
+        """Wait for every context's stream, except one being captured (a synchronize would
+        break another thread's capture; its frees wait for the capture's end anyway)."""
         with self._lock:
             contexts = list(self._contexts)
         for ctx in contexts:
-            _driver.stream_synchronize(ctx.stream)
+            if ctx.capture is None:
+                _driver.stream_synchronize(ctx.stream)
 
     def release_cached_memory(self) -> None:
         """Wait for pending frees on every stream, then return cached pool memory."""

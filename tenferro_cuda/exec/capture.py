@@ -259,6 +259,15 @@ class CaptureState(Authority):
                     else:
                         self._note(value, table)
 
+    def note(self, t: object, written: bool = False) -> None:
+        """Note a tensor an extension's body uses during the capture (a raw or kernel
+        session's ``tensor``/``tensor_mut``/``copy_bytes``/``scale_tensor_write``): kept
+        alive by the graph, listed in ``inputs`` and rebindable like an op's; ``written``
+        when the body writes it."""
+        self._note(t, False)
+        if written:
+            self.written.add(id(t))
+
     def _note(self, value: object, table: bool) -> None:
         buf = getattr(getattr(value, "base", value), "buffer", None)
         if buf is None or getattr(buf, "home", None) is None:

@@ -17,7 +17,7 @@ import tenferro_cuda as tc
 from tenferro_cuda import _driver
 from tenferro_cuda import raw as raw_module
 from tenferro_cuda import session as session_module
-from tenferro_cuda.errors import TenferroError
+from tenferro_cuda.errors import RuntimeStateError, TenferroError, ValidationError
 from tenferro_cuda.exec import guard
 from tenferro_cuda.raw import Function, KernelArg, LaunchConfig, Module
 
@@ -212,3 +212,101 @@ def test_kernel_arg_raw_rejects_what_is_not_bytes(bad):
     """``KernelArg.raw(5)`` is five zero bytes; ``KernelArg.raw("abc")`` a bare TypeError."""
     with pytest.raises(TenferroError):
         KernelArg.raw(bad)
+
+
+# --- the kernel session ---------------------------------------------------------------
+
+LIMITS = dict(max_threads_per_block=1024, max_block_dims=(1024, 1024, 64),
+              max_grid_dims=(2**31 - 1, 65535, 65535), max_shared_per_block=48 << 10)
+
+
+def _kernels(s):
+    info = s._ctx.info
+    for k, v in LIMITS.items():
+        setattr(info, k, v)
+    return s.kernels("test.ks")
+
+
+@pytest.mark.parametrize("n, block", [(10, 2048), (10, 1 << 20), (1 << 45, 1)],
+                         ids=["block-2048", "block-1M", "grid-2**45"])
+def test_grid_1d_respects_the_device_limits(model, n, block):
+    """``grid_1d`` checks n and block for type and sign only: it returns LaunchConfigs
+    of 2048-thread blocks or 2**45-block grids, which no device launches."""
+    with tc.cuda_exec_session(0) as s, _kernels(s) as ks:
+        try:
+            config = ks.grid_1d(n, block)
+        except ValidationError:
+            return
+        assert config.block[0] <= LIMITS["max_threads_per_block"] and \
+            config.grid[0] <= LIMITS["max_grid_dims"][0], (
+                f"grid_1d({n}, {block}) handed out {config}, beyond the device's limits")
+
+
+@pytest.mark.parametrize("args", [(["copy"], "fill"), ("copy", ["fill"]),
+                                  ({"copy": 1}, "fill")],
+                         ids=["family-list", "entry-list", "family-dict"])
+def test_function_with_unhashable_names_is_a_typed_error(model, args):
+    """``family_of(family).entry(entry)`` catches KeyError only: a list or dict as the
+    family or entry name escapes as a bare ``TypeError: unhashable type``."""
+    with tc.cuda_exec_session(0) as s, _kernels(s) as ks:
+        _assert_typed_and_nothing_done(lambda: ks.function(*args), s._ctx)
+
+
+@pytest.mark.parametrize("shape", [(0, 2**70), (2**62, 2**62), (2**63,)],
+                         ids=["empty-2**70", "bytes-2**124", "extent-2**63"])
+@pytest.mark.parametrize("method", ["alloc_output", "alloc_zero_output"])
+def test_alloc_output_overflowing_shape_is_refused_before_allocating(model, method, shape):
+    """docs/errors.md kind ``overflow``: a shape that does not fit int64 (an extent, or the
+    byte size, of 2**63 or more; also for an empty shape) is a ValidationError, as
+    ``s.zeros((2**62, 4), float64)`` is. The kernel session's allocators hand such shapes
+    to the allocator (an empty (0, 2**70) tensor is even made)."""
+    with tc.cuda_exec_session(0) as s, _kernels(s) as ks:
+        ctx = s._ctx
+        try:
+            getattr(ks, method)("float32", shape)
+        except ValidationError as exc:
+            assert exc.kind == "overflow"
+        except Exception as exc:  # noqa: BLE001
+            pytest.fail(f"{type(exc).__name__} ({exc}) instead of ValidationError(overflow);"
+                        f" device work: {ctx.device_work}")
+        else:
+            pytest.fail("accepted")
+        assert ctx.device_work == []
+
+
+def test_everything_lent_refuses_after_the_scope_and_on_another_thread(model):
+    """(passes) Every KernelSession method, and a Function it lent, raise
+    RuntimeStateError after the scope and from another thread, before device work."""
+    with tc.cuda_exec_session(0) as s:
+        with _kernels(s) as ks:
+            calls = {
+                "function": lambda: ks.function("copy", "fill"),
+                "compile": lambda: ks.compile("src", ["k"]),
+                "alloc_output": lambda: ks.alloc_output("float32", (4,)),
+                "alloc_zero_output": lambda: ks.alloc_zero_output("float32", (4,)),
+                "scale_tensor_write": lambda: ks.scale_tensor_write(object(), 2),
+                "grid_1d": lambda: ks.grid_1d(4),
+                "launch": lambda: ks.launch(object(), tc.LaunchConfig(1, 1), []),
+                "stream": lambda: ks.stream(),
+            }
+            errors = {}
+
+            def other():
+                for name, call in calls.items():
+                    try:
+                        call()
+                    except RuntimeStateError:
+                        continue
+                    except Exception as exc:  # noqa: BLE001
+                        errors[name] = exc
+                    else:
+                        errors[name] = "accepted"
+
+            t = threading.Thread(target=other)
+            t.start()
+            t.join()
+            assert errors == {}
+        for call in calls.values():
+            with pytest.raises(RuntimeStateError):
+                call()
+        assert s._ctx.device_work == []

@@ -95,6 +95,13 @@ class FakeCtx:
     def flush(self):
         self.flushed += 1
 
+    def alloc(self, dtype, shape, op=""):
+        """A compact tensor from the arena (graph memory while a capture runs)."""
+        n = 1
+        for e in shape:
+            n *= e
+        return Tensor._make(dtype, tuple(shape), buffer=self.home.alloc(n * dtype.itemsize, op))
+
     def blas(self, op):
         from tenferro_cuda.errors import BackendSourceError
 

@@ -9,7 +9,8 @@ copy back of a staged output.
   compact temporary with ``storage.copy_into`` (row copies with 16-byte vectors or a tiled
   transpose); a staged output is read into its temporary first when ``beta != 0`` and
   copied back after the product, so bytes outside ``out`` are never written. Temporaries
-  may be kept by a cache slot and reused (same stream, in order).
+  may be kept by a cache slot and reused (same stream, in order); during a capture they
+  are graph-owned, never a slot's (the graph would hold memory the slot frees).
 - ``k == 0`` gives ``beta * out``: a fill with 0 when beta is 0 (out is not read), a
   scale otherwise, nothing when beta is 1.
 - ``resident_buffers`` is the residency rule (``exec/residency.py``) for the two or three
@@ -65,7 +66,7 @@ def resident_buffers(ctx: ExecContext, op: str, lhs: Any, rhs: Any,
 
 def _temp(ctx: ExecContext, shape: tuple[int, ...], dtype: DType, temps: list | None, i: int,
           op: str) -> Tensor:
-    if temps is not None:
+    if temps is not None and ctx.capture is None:  # (a capture's are its own: graph-owned)
         t = temps[i]
         if t is None or t.buffer.home is not ctx.home:
             t = temps[i] = ctx.alloc(dtype, shape, op)
