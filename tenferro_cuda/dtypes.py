@@ -250,7 +250,9 @@ def as_dtype(value: object) -> DType:
             pass
     try:
         npd = np.dtype(value)  # type: ignore[call-overload]
-    except TypeError as exc:
+    except (TypeError, ValueError, SyntaxError, OverflowError) as exc:
+        # (ValueError: an object whose .dtype is no numpy dtype, a bad sub-array shape;
+        # SyntaxError: a malformed comma-separated format string such as "i4,(2")
         raise UnsupportedDTypeError(f"not a dtype: {value!r}") from exc
     found = _FROM_NUMPY.get(npd)
     if found is not None:

@@ -12,14 +12,16 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .dtypes import DType, as_dtype
-from .errors import RuntimeStateError, ValidationError
+from .errors import RuntimeStateError, UnsupportedDTypeError, UnsupportedError, ValidationError
 from .memo import BoundedCache
+from .shapes import check_permutation
+from .shapes.views import index_fields, view_fields
 
 if TYPE_CHECKING:
     from .memory import DeviceBuffer
@@ -58,14 +60,19 @@ def is_row_major(shape: Sequence[int], strides: Sequence[int]) -> bool:
     return True
 
 
-def _check_shape(shape, op: str) -> tuple[int, ...]:
-    try:
-        dims = tuple(int(s) for s in shape)
-    except TypeError:
-        raise ValidationError(f"shape must be a sequence of ints (got {shape!r})", op=op) from None
-    if any(s < 0 for s in dims):
-        raise ValidationError(f"shape entries must be >= 0 (got {dims})", op=op)
-    return dims
+def _init_view(v: TensorView, base, shape, strides, offset, op: str) -> None:
+    """Check (``shapes/views.py``) and set a view's fields."""
+    if not isinstance(base, Tensor):
+        raise ValidationError(f"a view needs a Tensor base (got {type(base).__name__})", op=op)
+    v.shape, v.strides, v.offset = view_fields(base.size, base.dtype.itemsize, shape, strides,
+                                               offset, op)
+    v._base, v.dtype = base, base.dtype
+
+
+def _view(base: Tensor, shape, strides, offset: int, op: str) -> TensorView:
+    v = object.__new__(TensorView)
+    _init_view(v, base, shape, strides, offset, op)
+    return v
 
 
 class _Strided:
@@ -137,51 +144,49 @@ class _Strided:
 
     def permute(self, perm: Sequence[int]) -> TensorView:
         """A view with axes reordered: output axis i is input axis ``perm[i]``."""
-        perm = tuple(int(p) for p in perm)
-        if sorted(perm) != list(range(self.ndim)):
-            raise ValidationError(f"perm must be a permutation of range({self.ndim}) "
-                                  f"(got {perm})", op="permute")
-        return TensorView(self.base, [self.shape[p] for p in perm],
-                          [self.strides[p] for p in perm], self.offset)
+        try:
+            p = check_permutation(perm, self.ndim, "permute")
+        except ValidationError as exc:
+            raise ValidationError(f"perm must be a permutation of range({self.ndim}): "
+                                  f"{exc.args[0]}", op="permute", kind=exc.kind) from None
+        return _view(self.base, [self.shape[a] for a in p], [self.strides[a] for a in p],
+                     self.offset, "permute")
 
     @property
     def T(self) -> TensorView:
         return self.permute(tuple(range(self.ndim - 1, -1, -1)))
 
     def __getitem__(self, key) -> TensorView:
-        """Basic indexing (ints, slices with any step, Ellipsis) as a view."""
-        if not isinstance(key, tuple):
-            key = (key,)
-        if key.count(Ellipsis) > 1:
-            raise ValidationError("at most one Ellipsis", op="getitem")
-        if Ellipsis in key:
-            i = key.index(Ellipsis)
-            fill = (slice(None),) * (self.ndim - len(key) + 1)
-            key = key[:i] + fill + key[i + 1:]
-        if len(key) > self.ndim:
-            raise ValidationError(f"too many indices ({len(key)}) for rank {self.ndim}",
-                                  op="getitem", kind="rank_mismatch")
-        key = key + (slice(None),) * (self.ndim - len(key))
-        shape, strides, offset = [], [], self.offset
-        for k, n, st in zip(key, self.shape, self.strides):
-            if isinstance(k, slice):
-                start, stop, step = k.indices(n)
-                count = len(range(start, stop, step))
-                offset += start * st if count else 0
-                shape.append(count)
-                strides.append(st * step)
-            elif isinstance(k, (bool, np.bool_)):
-                raise ValidationError("boolean indices are not supported (no masks in views)",
-                                      op="getitem")
-            elif isinstance(k, (int, np.integer)):
-                idx = int(k) + n if int(k) < 0 else int(k)
-                if not 0 <= idx < n:
-                    raise ValidationError(f"index {int(k)} out of range for extent {n}",
-                                          op="getitem", kind="axis_out_of_bounds")
-                offset += idx * st
-            else:
-                raise ValidationError(f"unsupported index {k!r}", op="getitem")
-        return TensorView(self.base, shape, strides, offset)
+        """Basic indexing (ints, slices with any nonzero step, Ellipsis) as a view; any
+        other key (None, a list, an array) is refused: views cannot gather."""
+        shape, strides, offset = index_fields(self.shape, self.strides, self.offset, key)
+        return _view(self.base, shape, strides, offset, "getitem")
+
+    # --- Python protocols: rows are views; device memory is never read implicitly --------
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError("len() of a 0-d tensor")
+        return self.shape[0]
+
+    def __iter__(self) -> Iterator[TensorView]:
+        """The rows along axis 0 as views, reading no data (TypeError for rank 0)."""
+        if not self.shape:
+            raise TypeError("iteration over a 0-d tensor")
+        base, shape, strides, step = self.base, self.shape[1:], self.strides[1:], self.strides[0]
+        return (_view(base, shape, strides, self.offset + i * step, "iter")
+                for i in range(self.shape[0]))
+
+    def __contains__(self, value: object) -> bool:
+        """``value in t``: numpy's answer on the host; a device tensor refuses (TypeError)."""
+        return value in self.__array__()
+
+    def __bool__(self) -> bool:
+        """numpy's rule on the host: one element's truth value, other sizes are ambiguous
+        (ValidationError); a device tensor refuses (TypeError: download it first)."""
+        if self.base.host is not None and self.size != 1:
+            raise ValidationError(f"the truth value of a tensor of {self.size} elements is "
+                                  "ambiguous (numpy: use a.any() or a.all())", op="bool")
+        return bool(self.__array__())
 
     def numpy(self) -> np.ndarray:
         """The host data as numpy (host tensors and views of them only)."""
@@ -199,9 +204,8 @@ class _Strided:
         ) if all(s >= 0 for s in self.strides) else _negative_view(flat, self)
 
     # --- interop: DLPack and the CUDA Array Interface ----------------------------------
-    # The export protocol is the interop layer's (_dlpack_export.py, cai.py, above this
-    # module), installed here by ``install_export`` when that layer is imported; the
-    # session imports it, and a device tensor exists only through a session.
+    # The interop layer (_dlpack_export.py, cai.py; the session imports it) installs the
+    # device side of the export protocol with ``install_export``.
     def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
         """A DLPack capsule over this device tensor's memory (stream-ordered; see
         docs/interop.md). ``stream``: the consumer's stream -- None or 1 (legacy default),
@@ -325,9 +329,20 @@ class Tensor(_Strided):
 
     @classmethod
     def from_numpy(cls, array: np.ndarray | object) -> Tensor:
-        """A host tensor over ``array`` (copied only when not C-contiguous)."""
-        arr = np.asarray(array)
-        dtype = as_dtype(arr.dtype)
+        """A host tensor over ``array`` (copied only when not C-contiguous; masked arrays
+        are refused: the mask would be dropped)."""
+        op = "from_numpy"
+        if isinstance(array, np.ma.MaskedArray):
+            raise UnsupportedError("a masked array's mask would be dropped: use "
+                                   "a.filled(value) or a.data", op=op)
+        try:
+            arr = np.asarray(array)  # (a device tensor refuses: TypeError, download first)
+        except (TypeError, ValueError) as exc:
+            raise ValidationError(f"expected a host array: {exc}", op=op) from None
+        try:
+            dtype = as_dtype(arr.dtype)
+        except UnsupportedDTypeError as exc:
+            raise UnsupportedDTypeError(exc.args[0], op=op) from None
         if not arr.flags.c_contiguous:
             arr = arr.copy(order="C")  # (np.ascontiguousarray would make rank 0 rank 1)
         return cls._make(dtype, tuple(arr.shape), host=arr)
@@ -345,28 +360,11 @@ class TensorView(_Strided):
     """A borrowed strided view of a tensor's storage (bounds checked)."""
 
     __slots__ = ("_base", "dtype", "shape", "strides", "offset")
+    _base: Tensor
 
     def __init__(self, base: Tensor, shape: Sequence[int], strides: Sequence[int],
                  offset: int = 0) -> None:
-        if not isinstance(base, Tensor):
-            raise ValidationError(f"a view needs a Tensor base (got {type(base).__name__})",
-                                  op="view")
-        shape_t = _check_shape(shape, "view")
-        strides_t = tuple(int(s) for s in strides)
-        if len(strides_t) != len(shape_t):
-            raise ValidationError(f"{len(shape_t)} extents but {len(strides_t)} strides",
-                                  op="view", kind="rank_mismatch")
-        self._base = base
-        self.dtype = base.dtype
-        self.shape = shape_t
-        self.strides = strides_t
-        self.offset = int(offset)
-        lo, hi = self.span()
-        if self.size and (lo < 0 or hi > base.size):
-            raise ValidationError(
-                f"view (shape {shape_t}, strides {strides_t}, offset {self.offset}) addresses "
-                f"elements [{lo}, {hi}) outside its base of {base.size} elements",
-                op="view", kind="axis_out_of_bounds")
+        _init_view(self, base, shape, strides, offset, "view")
 
     @property
     def base(self) -> Tensor:

@@ -54,7 +54,7 @@ class FusionPrep:
     """A compiled plan for one (input dtypes, layout classes), on one execution context."""
 
     __slots__ = ("fn", "launch", "contig", "nin", "dtypes", "classes", "outs", "per_block",
-                 "vec", "cap", "err", "cdiv", "cpow", "home", "hot")
+                 "vec", "cap", "err", "cdiv", "cpow", "home", "hot", "hot_unused")
     fn: Any
     launch: Any  # the PreparedLaunch of the kernel (tail: err, cdiv, cpow)
     contig: bool
@@ -68,6 +68,7 @@ class FusionPrep:
     err: int  # the error word (0: no live op can raise)
     cdiv: int
     cpow: int
+    hot_unused: tuple[bool, ...]  # rank 0 or not, per unused input, of ``hot``'s calls
     home: Any  # the context's arena: residency identity and allocator
     hot: Hot | None  # the hot-path closure (contiguous preps, made on first use)
 
@@ -161,8 +162,9 @@ def general(ctx: ExecContext, inputs: Any, plan: Any) -> list[Tensor] | None:
     if w.contig:
         _contig(prep, w, inputs, outs)
         if all(type(x) is Tensor for x in inputs):  # the hot path serves such calls
-            if prep.hot is None:
-                prep.hot = hot_path(prep)
+            unused = tuple(x.ndim == 0 for x, c in zip(inputs, prep.classes) if c == "u")
+            if prep.hot is None or prep.hot_unused != unused:
+                prep.hot, prep.hot_unused = hot_path(prep, unused), unused
             ctx.memo.put(plan, prep.hot)
     elif w.path == "bcast":
         _bcast(prep, w, inputs, outs)
@@ -183,6 +185,7 @@ def _prepare(ctx: ExecContext, entry: FusionEntry, plan: ElementwiseFusionPlan,
     fn = ctx.source_function(gen.source, gen.name, gen.expression, OPTIONS, op=OP)
     prep = FusionPrep()
     prep.fn, prep.contig, prep.nin, prep.hot = fn, w.contig, len(dtypes), None
+    prep.hot_unused = ()
     prep.dtypes, prep.classes = dtypes, w.classes
     prep.outs = tuple((d, d.itemsize) for d in typed.out_dtypes)
     prep.per_block = BLOCK if w.path == "strided" else BLOCK * UNROLL * spec.vec

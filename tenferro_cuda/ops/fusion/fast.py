@@ -6,8 +6,9 @@ The general path keeps the closure of a plan's last contiguous launch over compa
 dict lookup (the plan's hash is computed once, at construction) and one call. The closure
 answers a call over compact ``Tensor`` operands of one shape whose dtypes are the
 prepared ones (classes as prepared: ``c`` inputs of that shape, ``s`` inputs of rank 0,
-``u`` inputs of that shape or rank 0), all resident on the context (``buffer.home is
-home``: the residency rule of ``exec/residency.py``), with fewer than ``CHUNK`` elements.
+``u`` inputs of that shape or of rank 0 as when prepared: a rank-0 operand promotes), all
+resident on the context (``buffer.home is home``: the residency rule of
+``exec/residency.py``), with fewer than ``CHUNK`` elements.
 For such a call the general path plans one contiguous launch over the whole run; the
 closure allocates the outputs (``home.alloc``) and calls that launch -- the prep's
 ``PreparedLaunch``, whose tail holds the error word and codes -- with the same head
@@ -32,8 +33,10 @@ _prod = math.prod
 Hot = Callable[[Sequence], "list[Tensor] | None"]
 
 
-def hot_path(prep: Any) -> Hot:
-    """The hot-path closure of ``prep`` (a contiguous ``FusionPrep``)."""
+def hot_path(prep: Any, unused_scalars: tuple[bool, ...]) -> Hot:
+    """The hot-path closure of ``prep`` (a contiguous ``FusionPrep``) for calls whose
+    unused inputs are of rank 0 exactly where ``unused_scalars`` says (the plan's typing
+    depends on it: a rank-0 operand promotes)."""
     nin, outs, classes = prep.nin, prep.outs, prep.classes
     # The launch's arguments, refilled per call (a launch copies its parameters): the
     # grid, then the head (output pointers, c/s input pointers, n, flags).
@@ -43,7 +46,7 @@ def hot_path(prep: Any) -> Hot:
         checks.append((k, dt, True if c == "c" else False if c == "s" else None, slot))
         slot += c != "u"
     inputs_checks = tuple(checks)
-    unused = tuple(k for k, c in enumerate(classes) if c == "u")
+    unused = tuple(zip((k for k, c in enumerate(classes) if c == "u"), unused_scalars))
     args = [0] * (slot + 2)
     cap, per, home = prep.cap, prep.per_block, prep.home
     alloc, run = home.alloc, prep.launch.run
@@ -78,9 +81,13 @@ def hot_path(prep: Any) -> Hot:
                 args[i] = b.ptr
         if shape is None:
             shape = ()
-        for k in unused:  # of the shape or rank 0: what the general path accepts
-            s = inputs[k].shape
-            if s and s != shape:
+        for k, scalar in unused:  # resident, and of the shape or rank 0 as typed
+            x = inputs[k]
+            if type(x) is not Tensor:
+                return None
+            b = x.buffer
+            s = x.shape
+            if b is None or b.home is not home or (not s) is not scalar or (s and s != shape):
                 return None
         n = _prod(shape)
         if not 0 < n < CHUNK:
