@@ -128,6 +128,20 @@ def _self_check(ordinal: int) -> None:
             raise SystemExit(1)
 
 
+def _check_nvrtc_archs(parser: argparse.ArgumentParser, archs: list[int]) -> None:
+    """A usage error (one line, status 2) for an arch this NVRTC does not compile for."""
+    from ._nvrtc import supported_archs
+
+    try:
+        known = supported_archs()
+    except Exception:  # noqa: BLE001 - no NVRTC: the compile check reports that itself
+        return
+    unknown = [a for a in archs if a not in known]
+    if unknown:
+        parser.error(f"--arch {unknown[0]}: this NVRTC compiles for sm_"
+                     f"{', sm_'.join(str(a) for a in known)}")
+
+
 def main(argv: list[str] | None = None) -> int:
     from .kernels.precompile import check_archs, plan
 
@@ -140,6 +154,7 @@ def main(argv: list[str] | None = None) -> int:
             check_archs(args.arch)
         except ValidationError as exc:
             parser.error(str(exc))
+        _check_nvrtc_archs(parser, args.arch)
     try:
         devices = _report_environment()
     except CudaDeviceError as exc:

@@ -9,6 +9,7 @@ binding's handle objects; nothing above this layer touches ``cuda.bindings``.
 
 from __future__ import annotations
 
+import os
 import threading
 
 from cuda.bindings import driver as _d
@@ -31,7 +32,8 @@ LOST_MESSAGE = "the device context is lost and the process must restart to use t
 
 lost_contexts: set[int] = set()  # int(CUcontext) of contexts hit by a sticky error
 sync_policy = threading.local()  # .forbid / .allow counters (see tenferro_cuda.debug)
-forbid_everywhere = False  # TENFERRO_CUDA_FORBID_HOST_SYNC=1
+# TENFERRO_CUDA_FORBID_HOST_SYNC (anything but "" or "0"): every thread, from import on
+forbid_everywhere = os.environ.get("TENFERRO_CUDA_FORBID_HOST_SYNC", "") not in ("", "0")
 _init_lock = threading.Lock()
 _init_error: CudaDeviceError | None = None
 _initialised = False

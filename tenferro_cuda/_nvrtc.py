@@ -48,6 +48,11 @@ def version() -> tuple[int, int]:
     return int(result[1]), int(result[2])
 
 
+def supported_archs() -> tuple[int, ...]:
+    """The ``sm_XX`` numbers this NVRTC compiles for (``nvrtcGetSupportedArchs``)."""
+    return tuple(int(a) for a in _check(_n.nvrtcGetSupportedArchs(), "nvrtcGetSupportedArchs"))
+
+
 def origin() -> str:
     """The bindings that load libnvrtc: their version and directory (calls no NVRTC)."""
     return f"{getattr(_bindings, '__version__', '?')} {os.path.dirname(_bindings.__file__ or '')}"

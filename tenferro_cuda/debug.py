@@ -1,7 +1,8 @@
 """Debug switches.
 
 ``forbid_host_sync()`` (a context manager) and the environment variable
-``TENFERRO_CUDA_FORBID_HOST_SYNC=1`` (the whole process) make every host-blocking CUDA call
+``TENFERRO_CUDA_FORBID_HOST_SYNC=1`` (the whole process, read by ``_driver`` at import)
+make every host-blocking CUDA call
 raise ``RuntimeStateError`` unless it is one of the explicit barriers
 (``synchronize()``, ``download_to_host``, ``release_cached_memory``). Under it, a passing
 op has proved that it only enqueues work.
@@ -10,15 +11,11 @@ op has proved that it only enqueues work.
 from __future__ import annotations
 
 import contextlib
-import os
 from collections.abc import Iterator
 
 from . import _driver
 
 __all__ = ["forbid_host_sync", "allow_host_sync"]
-
-_driver.forbid_everywhere = os.environ.get("TENFERRO_CUDA_FORBID_HOST_SYNC", "") not in (
-    "", "0")
 
 
 @contextlib.contextmanager

@@ -37,6 +37,8 @@ log = logging.getLogger("tenferro_cuda")
 MAGIC = b"TFK2"  # TFK1 entries carried no key: read as misses
 _HEADER = struct.Struct("<4s32sI")  # magic, sha256(payload), len(json)
 _TEMP = ".tmp-"  # the prefix of a writer's temporary files
+# what reading an entry fails with when the directory itself cannot be one
+_DIRECTORY_ERRORS = frozenset((errno.ENOTDIR, errno.ENAMETOOLONG))
 # what replacing one entry may fail with when the directory itself is writable
 _ENTRY_ERRORS = frozenset((errno.EISDIR, errno.ENOTEMPTY, errno.EEXIST, errno.ELOOP,
                            errno.EBUSY, errno.EACCES, errno.EPERM, errno.ENOTDIR))
@@ -168,8 +170,10 @@ class KernelCache:
             blob = read_regular(path, MAX_ENTRY)
         except FileNotFoundError:
             return None
-        except OSError:  # this entry only (unreadable, a symlink loop, ...): a bad entry
-            blob = None
+        except OSError as exc:
+            if exc.errno in _DIRECTORY_ERRORS:  # no such directory can exist: a plain miss
+                return None  # (the write that follows warns once and goes memory-only)
+            blob = None  # this entry only (unreadable, a symlink loop, ...): a bad entry
         prog = decode_entry(blob, key, names) if blob is not None else None
         if prog is None:
             with self._lock:
