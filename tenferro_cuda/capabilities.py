@@ -31,10 +31,9 @@ def _nvrtc_works() -> bool:
 
 
 def _peer_copy(rt: CudaRuntime) -> bool:
-    for other in range(_driver.device_count()):
-        if other != rt.ordinal and _driver.can_access_peer(rt.device, _driver.device(other)):
-            return True
-    return False
+    """Whether some other device is a peer of ``rt``'s (``peer_copy_with``: both ways)."""
+    return any(peer_copy_with(rt, other) for other in range(_driver.device_count())
+               if other != rt.ordinal)
 
 
 def peer_copy_with(rt: CudaRuntime, ordinal: object, op: str = "supports") -> bool:

@@ -213,7 +213,7 @@ class _Arena(Authority):
         if pool.limit is not None and pool.live_bytes + nbytes > pool.limit:
             raise OutOfMemoryError(
                 f"allocating {nbytes} bytes would exceed the pool limit of {pool.limit} "
-                f"bytes ({pool.live_bytes} live)", op=op, requested_bytes=nbytes)
+                f"bytes; pool: {pool.stats()}", op=op, requested_bytes=nbytes)
         if self.graph is not None:
             return self.graph.alloc(nbytes, op)
         lst = self.lists.get(nbytes) if nbytes <= RECYCLE_LIMIT else None
@@ -363,15 +363,19 @@ class MemoryPool(Authority):
             out.update(_driver_memory.mem_pool_stats(self.handle))
         return out
 
-    def trim(self, keep: int = 0) -> None:
-        """Return cached memory (beyond ``keep`` bytes) to the driver. The caller has
-        synchronized the streams, so stream-ordered frees have completed. Recycled buffers
-        of this thread's arena and of arenas whose thread has exited go back first."""
+    def drain(self) -> None:
+        """Give the recycled buffers of this thread's arena, and of arenas whose thread
+        has exited, back to the driver pool (stream-ordered frees)."""
         alive = {t.ident for t in threading.enumerate()}
         me = threading.get_ident()
         for arena in list(self._arenas.values()):
             if arena.thread == me or arena.thread not in alive:
                 arena.drain()
+
+    def trim(self, keep: int = 0) -> None:
+        """Return the driver pool's unused memory (beyond ``keep`` bytes) to the device.
+        Frees count once their stream has completed them: the caller drains first, then
+        synchronizes the streams, then trims."""
         _driver_memory.mem_pool_trim(self.handle, keep)
 
     def close(self) -> None:

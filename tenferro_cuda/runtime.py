@@ -215,7 +215,8 @@ class CudaRuntime(Authority):
         """Wait for pending frees on every stream, then return cached pool memory."""
         self.check_alive("release_cached_memory")
         with self.current():
-            self.synchronize_all()
+            self.pool.drain()  # recycled buffers: frees enqueued on their streams
+            self.synchronize_all()  # ... and completed, so that the trim returns them
             self.pool.trim(0)
 
     def close(self) -> None:

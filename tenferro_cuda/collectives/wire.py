@@ -19,8 +19,9 @@ __all__ = ["BYTES", "reduction", "check_reduce_op"]
 
 BYTES = _nccl.DTYPES["uint8"]
 _NATIVE = {DType.INT8: "int8", DType.UINT8: "uint8", DType.INT32: "int32",
-           DType.INT64: "int64", DType.FLOAT16: "float16", DType.BFLOAT16: "bfloat16",
-           DType.FLOAT32: "float32", DType.FLOAT64: "float64"}
+           DType.UINT32: "uint32", DType.INT64: "int64", DType.UINT64: "uint64",
+           DType.FLOAT16: "float16", DType.BFLOAT16: "bfloat16", DType.FLOAT32: "float32",
+           DType.FLOAT64: "float64"}
 _REAL = {DType.COMPLEX64: "float32", DType.COMPLEX128: "float64"}
 
 

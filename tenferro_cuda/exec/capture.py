@@ -34,7 +34,7 @@ import numpy as np
 
 from .. import _driver, _driver_graph, _driver_memory
 from ..authority import Authority
-from ..errors import RuntimeStateError
+from ..errors import OutOfMemoryError, RuntimeStateError
 
 if TYPE_CHECKING:
     from ..memory import DeviceBuffer, _Arena
@@ -93,7 +93,11 @@ class GraphMemory(Authority):
             ptr = saved.pop()
             arena.cached_bytes -= nbytes
         else:
-            ptr = _driver_memory.mem_alloc_async(nbytes, pool.handle, self.stream, op)
+            try:
+                ptr = _driver_memory.mem_alloc_async(nbytes, pool.handle, self.stream, op)
+            except OutOfMemoryError as exc:  # with the pool's statistics, as eagerly
+                raise OutOfMemoryError(f"{exc.args[0]}; pool: {pool.stats()}", op=op,
+                                       requested_bytes=nbytes) from exc.__cause__
             arena.held_bytes += nbytes
         arena.allocations += 1
         self.blocks.append((ptr, nbytes))

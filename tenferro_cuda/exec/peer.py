@@ -90,7 +90,7 @@ def choose(src: Any, dst: Any, wanted: str, op: str) -> str:
     ``src`` is ``dst`` and no staging is asked for. Raises before anything is done:
     ValidationError for an unknown ``wanted``, UnsupportedError for ``"peer"`` between
     devices without peer access."""
-    if wanted not in ROUTES:
+    if not isinstance(wanted, str) or wanted not in ROUTES:
         raise ValidationError(f"route must be one of {ROUTES} (got {wanted!r})", op=op)
     if wanted == "host":
         return "host"
@@ -153,11 +153,12 @@ class Link(Authority):
     def _slots(self) -> int:
         if not self.host:
             src, dst = self.src, self.dst
-            self.filled = [_event(src) for _ in range(SLOTS)]
-            self.drained = [_event(dst) for _ in range(SLOTS)]
-            with guard.within(src.context, src.context_id):
-                self.host = _driver_memory.host_alloc_pinned(SLOT_BYTES * SLOTS,
-                                                             portable=True)
+            with guard.within(src.context, src.context_id):  # first: it may fail
+                host = _driver_memory.host_alloc_pinned(SLOT_BYTES * SLOTS, portable=True)
+            self.host = host
+            if not self.filled:  # (made once: a failed allocation above made none)
+                self.filled = [_event(src) for _ in range(SLOTS)]
+                self.drained = [_event(dst) for _ in range(SLOTS)]
         return self.host
 
     def _staged(self, dst_ptr: int, src_ptr: int, nbytes: int, op: str) -> None:

@@ -61,7 +61,8 @@ def test_release_cached_memory_on_another_thread_does_not_sync_a_capturing_strea
     rt = SimpleNamespace(_lock=threading.Lock(), _contexts=[capturing, idle],
                          check_alive=lambda op="": None,
                          current=lambda: __import__("contextlib").nullcontext(),
-                         pool=SimpleNamespace(trim=lambda keep=0: trimmed.append(keep)))
+                         pool=SimpleNamespace(trim=lambda keep=0: trimmed.append(keep),
+                                              drain=lambda: None))
     rt.synchronize_all = lambda: runtime_module.CudaRuntime.synchronize_all(rt)
     try:
         runtime_module.CudaRuntime.release_cached_memory(rt)

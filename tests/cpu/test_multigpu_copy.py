@@ -21,10 +21,12 @@ from reference.fake_context import FakeContext, HostMemory
 from reference.fake_streams import FakeDevice, Stream
 
 import tenferro_cuda as tc
+from tenferro_cuda import capabilities
 from tenferro_cuda.exec import guard, peer
 from tenferro_cuda.exec.context import ExecContext
 from tenferro_cuda.exec.residency import not_resident
 from tenferro_cuda.ops import transfer
+from tenferro_cuda.runtime import Capability
 from tenferro_cuda.tensor import Tensor
 
 _serials = itertools.count(1000)
@@ -275,3 +277,88 @@ def test_peer_copy_is_answered_per_pair(monkeypatch):
     for bad in (-1, 1.0, "1", None):
         with pytest.raises(tc.ValidationError, match="peer must be a session or a device"):
             capabilities.peer_copy_with(rt, bad)
+
+
+# --- supports(PEER_COPY) agrees with the per-pair query (both ways) ----------------------
+
+def _one_way(monkeypatch, access):
+    fake = SimpleNamespace(device_count=lambda: 2, device=lambda n: n,
+                           can_access_peer=lambda a, b: access.get((a, b), False))
+    monkeypatch.setattr(capabilities, "_driver", fake)
+    return SimpleNamespace(ordinal=0, device=0, info=None)
+
+
+def test_peer_copy_without_peer_agrees_with_the_per_pair_answer(monkeypatch):
+    """docs/multi-gpu.md: `supports(PEER_COPY)` says whether *some other device is a peer
+    of this one*; `supports(PEER_COPY, peer=other)` answers for that pair, both
+    directions. Device 0 may read device 1 but not the other way round: device 1 is no
+    peer of device 0 per the pair query, so no other device is, and the pair-less query
+    says False too."""
+    rt = _one_way(monkeypatch, {(0, 1): True, (1, 0): False})
+    pairs = [capabilities.peer_copy_with(rt, k) for k in (1,)]
+    assert pairs == [False]
+    assert capabilities.supports(rt, Capability.PEER_COPY) is any(pairs)
+
+
+def test_peer_copy_without_peer_other_direction(monkeypatch):
+    rt = _one_way(monkeypatch, {(0, 1): False, (1, 0): True})
+    assert capabilities.peer_copy_with(rt, 1) is False
+    assert capabilities.supports(rt, Capability.PEER_COPY) is False
+
+
+# --- copy_to argument validation ----------------------------------------------------------
+
+@pytest.mark.parametrize("route", [np.array(["auto", "host"]), np.array([]),
+                                   ["auto"], 0, None, b"auto"])
+def test_a_bad_route_is_a_validation_error(world, route):
+    """copy_to: ``route`` unknown -> ValidationError (before anything is done)."""
+    device, src, dst = world
+    x = _put(src, np.ones(3, np.float32))
+    with pytest.raises(tc.ValidationError, match="route must be one of"):
+        transfer.copy_to(src, dst, x, route=route)
+    assert not src.stream.queue and not dst.stream.queue
+
+
+# --- copies of views with an offset, on every route ---------------------------------------
+
+@pytest.mark.parametrize("peer_access", [True, False])
+@pytest.mark.parametrize("policy", ["src", "dst", 5])
+def test_contiguous_view_with_offset_is_copied_from_its_first_element(world, peer_access,
+                                                                       policy):
+    device, src, dst = world
+    device.peer_access = peer_access
+    a = np.arange(24, dtype=np.float32).reshape(4, 6)
+    x = _put(src, a)
+    y = transfer.copy_to(src, dst, x[2:])
+    device.run([src.stream, dst.stream], policy)
+    assert y.shape == (2, 6) and np.array_equal(_get(y), a[2:])
+
+
+# --- resources of the host route when the pinned slots cannot be had ----------------------
+
+def test_a_failed_pinned_allocation_leaks_no_events(world, monkeypatch):
+    """Link._slots creates the 2 x SLOTS events before cuMemHostAlloc; when that fails the
+    events are kept in no list that close() destroys (the next attempt makes new ones),
+    so they leak for the process's life."""
+    device, src, dst = world
+    device.peer_access = False
+    real = device.host_alloc_pinned
+    calls = [0]
+
+    def flaky(nbytes, portable=False):
+        calls[0] += 1
+        if calls[0] == 1:
+            raise tc.OutOfMemoryError("cuMemHostAlloc failed", requested_bytes=nbytes)
+        return real(nbytes, portable)
+
+    monkeypatch.setattr(device, "host_alloc_pinned", flaky)
+    x = _put(src, np.arange(4, dtype=np.float64))
+    with pytest.raises(tc.OutOfMemoryError):
+        transfer.copy_to(src, dst, x)
+    y = transfer.copy_to(src, dst, x)
+    device.run([src.stream, dst.stream])
+    assert np.array_equal(_get(y), np.arange(4.0))
+    for link in list(src.links.values()):
+        link.close()
+    leaked = [e for e in device.events if not e.destroyed]
+    assert leaked == [], f"{len(leaked)} events never destroyed"

@@ -149,7 +149,10 @@ def _plain_context(runtime: FakeRuntime) -> SimpleNamespace:
     ctx = SimpleNamespace(
         runtime=runtime, context=runtime.context, context_id=runtime.context_id,
         thread=threading.get_ident(), session_open=False, capture=None, closed=False,
-        stream=0x77, flushes=0, eager=True, ordinal=0)
+        stream=0x77, flushes=0, eager=True, ordinal=0,
+        info=SimpleNamespace(max_threads_per_block=1024, max_block_dims=(1024, 1024, 64),
+                             max_grid_dims=((1 << 31) - 1, 65535, 65535),
+                             max_shared_per_block=48 << 10))
     ctx.flush = lambda: setattr(ctx, "flushes", ctx.flushes + 1)
     return ctx
 

@@ -82,6 +82,7 @@ class FakeCtx:
     def __init__(self) -> None:
         addresses = iter(range(0x7E0000000000, 0x7F0000000000, 1 << 16))
         pool = SimpleNamespace(limit=None, closed=False, handle=1, live_bytes=0,
+                               stats=lambda: {"live_bytes": 0},
                                driver_alloc=lambda nbytes, arena, op: next(addresses),
                                driver_free=lambda ptr, stream: None)
         self.home = _Arena(pool, "stream")  # type: ignore[arg-type]
