@@ -4,7 +4,8 @@ the workers stop when the run ends; so do the host compiler's builds of the emul
 kernels that the selected test modules declared (``reference/cuda_emu.py``, ``ahead``).
 The fixtures ``nccl`` (a fake NCCL) and ``two`` (a communicator over two fake sessions)
 serve the collectives' tests, ``driver`` (recorders of the driver's graph calls,
-``reference/fake_graph.py``) the graph tests."""
+``reference/fake_graph.py``) the graph tests, and ``capture_model`` (sessions and capture
+scopes over the context-stack model) the capture and hostile-guard tests."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import inspect
 import pytest
 from reference import cuda_emu, nvrtc_builds
 from reference.fake_context import HostMemory
-from reference.fake_graph import driver  # noqa: F401 - the graph tests' fixture
+from reference.fake_graph import capture_model, driver  # noqa: F401 - graph test fixtures
 from reference.fake_sessions import Ctx, Session, install
 
 from tenferro_cuda.collectives import Communicator

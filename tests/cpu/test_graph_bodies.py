@@ -9,7 +9,7 @@ import gc
 
 import pytest
 from reference.fake_ctx_stack import Ctx, FakeRuntime, install, use_runtime
-from reference.fake_graph import FakeCtx, tensor
+from reference.fake_graph import capture_context, tensor
 
 import tenferro_cuda as tc
 from tenferro_cuda.raw import KernelArg
@@ -18,9 +18,7 @@ P = Ctx(0x1000)
 
 
 def _context(runtime):
-    ctx = FakeCtx()
-    ctx.runtime, ctx.context, ctx.context_id = runtime, P, int(P)
-    ctx.session_open = False
+    ctx = capture_context(runtime)
     ctx.launched = []
     ctx.function = lambda family, expression: ("fn", expression)
     ctx.grid = lambda n, block=256, per_thread=1: 1

@@ -8,8 +8,7 @@ import threading
 from types import SimpleNamespace
 
 import pytest
-from reference.fake_ctx_stack import Ctx, FakeRuntime, install, use_runtime
-from reference.fake_graph import FakeCtx
+from reference.fake_ctx_stack import Ctx
 
 import tenferro_cuda as tc
 from tenferro_cuda import runtime as runtime_module
@@ -18,18 +17,9 @@ from tenferro_cuda.errors import RuntimeStateError
 P = Ctx(0x1000)
 
 
-def _context(runtime):
-    ctx = FakeCtx()
-    ctx.runtime, ctx.context, ctx.context_id = runtime, P, int(P)
-    ctx.session_open = False
-    return ctx
-
-
 @pytest.fixture
-def model(monkeypatch, driver):
-    m = install(monkeypatch)
-    use_runtime(monkeypatch, FakeRuntime(P, _context))
-    return m
+def model(capture_model):
+    return capture_model
 
 
 def test_raw_upload_bytes_is_refused_under_its_own_name(model):

@@ -6,8 +6,7 @@ left that the driver refuses to pop, and raw scopes inside captures."""
 from __future__ import annotations
 
 import pytest
-from reference.fake_ctx_stack import NULL, Ctx, FakeRuntime, install, use_runtime
-from reference.fake_graph import FakeCtx
+from reference.fake_ctx_stack import NULL, Ctx
 
 import tenferro_cuda as tc
 from tenferro_cuda.exec import guard
@@ -15,20 +14,9 @@ from tenferro_cuda.exec import guard
 P, F1, F2, F3 = Ctx(0x1000), Ctx(0x2000), Ctx(0x3000), Ctx(0x4000)
 
 
-def _capture_context(runtime):
-    """The capture machinery's FakeCtx (arena, error watch, streams) with our context, so
-    the real session, sub-session and capture scopes run over the fake context stack."""
-    ctx = FakeCtx()
-    ctx.runtime, ctx.context, ctx.context_id = runtime, P, int(P)
-    ctx.session_open = False
-    return ctx
-
-
 @pytest.fixture
-def model(monkeypatch, driver):
-    m = install(monkeypatch)
-    use_runtime(monkeypatch, FakeRuntime(P, _capture_context))
-    return m
+def model(capture_model):
+    return capture_model
 
 
 def _pop_all(m):

@@ -145,3 +145,24 @@ class FakeTable:
 
     def push(self, exe, entries, context):
         self.pushes += len(list(entries))
+
+
+def capture_context(runtime) -> FakeCtx:
+    """The execution context of ``runtime`` (a ``fake_ctx_stack.FakeRuntime``) for the
+    tests that open real sessions and capture scopes over the context-stack model: a
+    ``FakeCtx`` with the runtime's context."""
+    ctx = FakeCtx()
+    ctx.runtime, ctx.context, ctx.context_id = runtime, runtime.context, runtime.context_id
+    ctx.session_open = False
+    return ctx
+
+
+@pytest.fixture
+def capture_model(monkeypatch, driver):
+    """The context-stack model (``fake_ctx_stack``) with sessions over a runtime whose
+    contexts are ``capture_context``'s; the driver's graph calls recorded (``driver``)."""
+    from reference.fake_ctx_stack import FakeRuntime, install, use_runtime
+
+    model = install(monkeypatch)
+    use_runtime(monkeypatch, FakeRuntime(Ctx(0x1000), capture_context))
+    return model
