@@ -26,9 +26,10 @@ from typing import NamedTuple
 import numpy as np
 
 from .authority import Authority
-from .dlpack import check_extent, release_function
+from .dlpack import release_function
 from .dtypes import DType
 from .errors import RuntimeStateError, UnsupportedDTypeError, UnsupportedError, ValidationError
+from .shapes.views import check_extent
 from .tensor import install_export, is_row_major
 
 __all__ = ["typestr", "dtype_from_typestr", "export_interface", "parse_interface", "CAIInfo",

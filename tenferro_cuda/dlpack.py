@@ -29,12 +29,13 @@ from typing import NamedTuple
 from .authority import Authority
 from .dtypes import DType
 from .errors import RuntimeStateError, UnsupportedDTypeError, ValidationError
+from .shapes.views import check_extent
 
 __all__ = ["DLPACK_VERSION", "FLAG_READ_ONLY", "FLAG_IS_COPIED", "MAX_NDIM", "DLDeviceType",
            "DLDataTypeCode", "DLPackVersion", "DLDevice", "DLDataType", "DLTensor",
            "DLManagedTensor", "DLManagedTensorVersioned", "VERSIONED", "LEGACY", "to_dl_dtype",
            "from_dl_dtype", "check_device", "parse_capsule", "consume", "ForeignOwner",
-           "DLPackInfo", "CAPSULE_TYPE", "ints_at", "read_capsule", "check_extent", "MEMORY",
+           "DLPackInfo", "CAPSULE_TYPE", "ints_at", "read_capsule", "MEMORY",
            "dl_code_bits", "deleter_function", "release_function"]
 
 DLPACK_VERSION = (1, 1)
@@ -260,39 +261,6 @@ def _unusable(capsule, op: str) -> ValidationError:
                                "taken once)", op=op)
     return ValidationError(f"not a DLPack capsule (its name is {name!r}, neither "
                            f"'dltensor' nor 'dltensor_versioned')", op=op)
-
-
-_ADDRESS_LIMIT = 1 << 64
-
-
-def check_extent(address: int, shape: tuple[int, ...], strides: tuple[int, ...] | None,
-                 item: int, op: str) -> None:
-    """ValidationError unless the elements of a foreign array (first element at
-    ``address``; element strides, None: row-major) lie in the 64-bit address space, above
-    NULL. An empty array may have any address, NULL included."""
-    if strides is None:
-        size = 1
-        for n in shape:
-            size *= n
-        if not size:
-            return
-        lo, hi = 0, size
-    else:
-        lo = hi = 0
-        for n, st in zip(shape, strides):
-            if not n:
-                return
-            if st > 0:
-                hi += (n - 1) * st
-            else:
-                lo += (n - 1) * st
-        hi += 1
-    start, end = address + lo * item, address + hi * item
-    if start <= 0 or end > _ADDRESS_LIMIT:
-        where = "NULL" if address == 0 else f"0x{address:x}"
-        raise ValidationError(f"the array's elements (shape {shape}, strides {strides}, from "
-                              f"{where}) do not lie in the device address space above NULL",
-                              op=op)
 
 
 def read_capsule(capsule, op: str = "from_dlpack") -> tuple:

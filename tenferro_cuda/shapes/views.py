@@ -6,7 +6,9 @@ offset an int (not a bool); every extent and the byte size fit int64, so do the 
 and the offset (kind ``overflow``); as many strides as extents (``rank_mismatch``); every
 element the view addresses lies in its base (``axis_out_of_bounds``). An empty view may
 sit anywhere. The rank is not bounded here: a host tensor may have any rank numpy allows,
-and the ops refuse more than ``MAX_RANK`` axes themselves.
+and the ops refuse more than ``MAX_RANK`` axes themselves. ``check_extent`` is the same
+rule for a foreign array about to be adopted (DLPack, CUDA Array Interface): its elements
+lie in the 64-bit address space, above NULL.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import numpy as np
 from ..errors import ValidationError
 from . import SIZE_LIMIT, check_size, int_sequence
 
-__all__ = ["view_fields", "index_fields"]
+__all__ = ["view_fields", "index_fields", "check_extent"]
 
 
 def view_fields(base_size: int, itemsize: int, shape: object, strides: object,
@@ -105,3 +107,36 @@ def index_fields(shape: tuple[int, ...], strides: tuple[int, ...], offset: int,
             raise ValidationError(f"unsupported index {k!r} (views take ints, slices and "
                                   "Ellipsis; gather takes index arrays)", op=op)
     return out_shape, out_strides, offset
+
+
+_ADDRESS_LIMIT = 1 << 64
+
+
+def check_extent(address: int, shape: tuple[int, ...], strides: tuple[int, ...] | None,
+                 item: int, op: str) -> None:
+    """ValidationError unless the elements of a foreign array (first element at
+    ``address``; element strides, None: row-major) lie in the 64-bit address space, above
+    NULL. An empty array may have any address, NULL included."""
+    if strides is None:
+        size = 1
+        for n in shape:
+            size *= n
+        if not size:
+            return
+        lo, hi = 0, size
+    else:
+        lo = hi = 0
+        for n, st in zip(shape, strides):
+            if not n:
+                return
+            if st > 0:
+                hi += (n - 1) * st
+            else:
+                lo += (n - 1) * st
+        hi += 1
+    start, end = address + lo * item, address + hi * item
+    if start <= 0 or end > _ADDRESS_LIMIT:
+        where = "NULL" if address == 0 else f"0x{address:x}"
+        raise ValidationError(f"the array's elements (shape {shape}, strides {strides}, from "
+                              f"{where}) do not lie in the device address space above NULL",
+                              op=op)
