@@ -116,7 +116,10 @@ def _release_export(address: int) -> None:
     f = _foreign()
     if consumer is f.LEGACY_STREAM or consumer is f.PER_THREAD_STREAM:
         buf = tensor.base.buffer
-        if ctx is not None and not ctx.closed and buf.home is not None:
+        # (a graph's block the graph gave up while this consumer held it counts too: it
+        # goes back to the arena when this tensor goes, right after)
+        held = buf.home is not None or getattr(buf.owner, "held_block", False) is True
+        if ctx is not None and not ctx.closed and held:
             capture = ctx.capture
             if capture is not None:  # not into the graph: as the capture ends, before its
                 # frees make this memory reusable (the tensor is kept until then)

@@ -291,6 +291,7 @@ class CaptureScope(Authority):
         # ours pushed for the body; the stack is the caller's again at exit (a raw scope's
         # guard: whatever the body pushed, popped or set)
         scope_guard = guard.ScopeGuard(ctx.context, op)
+        begun = False
         try:
             ctx.flush()
             if ctx._blas is None:  # cuBLAS handles are made before capture, never in it
@@ -299,15 +300,23 @@ class CaptureScope(Authority):
                 except BackendSourceError:
                     pass
             memory = GraphMemory(ctx.home, ctx.auxiliary_stream())
+            state = CaptureState(ctx, memory)
+            graph = CudaGraph._begin(self._session, state)
+            # the arena and the context say "capturing" before the stream does: another
+            # thread's release or synchronize never reaches a stream already capturing
+            ctx.home.begin_graph(memory)
+            ctx.capture, ctx.eager = state, False
+            begun = True
             dg.begin_capture(int(ctx.stream), op)
         except BaseException:
+            if begun:
+                ctx.capture, ctx.eager = None, not ctx.closed
+                ctx.home.end_graph()
+                memory.close()
             scope_guard.exit()
             raise
-        state = CaptureState(ctx, memory)
-        ctx.home.begin_graph(memory)
-        ctx.capture, ctx.eager = state, False
         self._guard = scope_guard
-        self._graph = graph = CudaGraph._begin(self._session, state)
+        self._graph = graph
         return graph
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
@@ -316,7 +325,11 @@ class CaptureScope(Authority):
             self._end(exc_type)
         finally:
             if scope_guard is not None:
-                scope_guard.exit()  # on another thread (or later than the session): abandons
+                scope = self._session._scope
+                if exc_type is GeneratorExit or not scope.live:  # collected, or late:
+                    scope_guard.abandon()  # a scope not exited normally restores nothing
+                else:
+                    scope_guard.exit()  # (from another thread it only abandons)
 
     def _end(self, exc_type: Any) -> None:
         graph = self._graph

@@ -176,7 +176,8 @@ class RawSession(Authority):
                                   f"{type(source).__name__}, {type(name).__name__})",
                                   op=self.op)
         prog = compile_cached(source, name, (), ctx.info.arch, opts, op=self.op)
-        return Module(ctx.runtime.load_module(prog.image, self.op), ctx, self._scope)
+        module = ctx.runtime.load_module(prog.image, self.op, shared=True)
+        return Module(module, ctx, self._scope)
 
     def launch(self, fn: Function, config: LaunchConfig, args: Sequence[KernelArg]) -> None:
         """Validate geometry against the device, then enqueue on the session stream."""

@@ -146,16 +146,19 @@ class CudaRuntime(Authority):
         return ctx
 
     # --- kernels -----------------------------------------------------------------------
-    def load_module(self, image: bytes, op: str = ""):
-        """Load a cubin/PTX image into the primary context; an image loaded before (the
-        same bytes) gives the module loaded then (modules are unloaded with the runtime:
-        a raw body that loads its kernel on every call loads it once)."""
-        digest = hashlib.sha256(image).digest()
-        module = self._images.get(digest)
+    def load_module(self, image: bytes, op: str = "", shared: bool = False):
+        """Load a cubin/PTX image into the primary context. ``shared``: an image loaded
+        before this way (the same bytes) gives the module loaded then -- a raw body that
+        compiles its source on every call loads it once (modules are unloaded with the
+        runtime); without it every call loads a module of its own (its globals too)."""
+        digest = hashlib.sha256(image).digest() if shared else b""
+        module = self._images.get(digest) if shared else None
         if module is not None:
             return module
         with self.current():
             module = self._load_module(image, op)
+        if not shared:
+            return module
         with self._lock:
             return self._images.setdefault(digest, module)
 
@@ -226,6 +229,9 @@ class CudaRuntime(Authority):
         self.closed = True
         try:
             with self.current():
+                for ctx in list(self._contexts):  # no stream is captured while it closes:
+                    if ctx.capture is not None:  # every stream is then waited for
+                        ctx.capture.abandon("the runtime's close")
                 self.synchronize_all()
                 for ctx in self._contexts:
                     ctx.close()

@@ -162,6 +162,7 @@ class _HeldBlock:
 
     __slots__ = ("arena", "ptr", "nbytes")
     pool_memory = True  # (DeviceBuffer.pooled)
+    held_block = True  # (_dlpack_export: its release orders our stream after the consumer)
 
     def __init__(self, arena: Any, ptr: int, nbytes: int) -> None:
         self.arena, self.ptr, self.nbytes = arena, ptr, nbytes
@@ -322,9 +323,13 @@ class CaptureState(Authority):
             ctx.eager = not ctx.closed
             self._restore_blas()
             after = self.after
-            while after:
+            while True:
                 try:
-                    after.pop(0)()
+                    work = after.pop(0)
+                except IndexError:  # (``defer`` may take one back meanwhile)
+                    break
+                try:
+                    work()
                 except Exception:  # noqa: BLE001 - orderings are best effort, like eagerly
                     pass
             self.ctx.home.end_graph()

@@ -22,8 +22,14 @@ def int_sequence(values: object, op: str, what: str) -> tuple[int, ...]:
     """``values`` as a tuple of ints, in the order written: a sequence (list, tuple,
     range, ...) of ints or a 1-d integer ndarray. Sets and dicts (no order of their own),
     iterators (read once), str/bytes and bools (also ``np.bool_``) raise ValidationError."""
+    if type(values) is tuple or type(values) is list:  # the usual case: plain ints
+        for v in values:
+            if type(v) is not int:
+                break
+        else:
+            return tuple(values)
     bad = f"{what} must be a sequence of ints (a list, tuple or 1-d integer array; got " \
-          f"{values!r})"
+          f"{values!r:.200})"
     if isinstance(values, np.ndarray):
         if values.ndim != 1 or (values.dtype.kind not in "iu" and values.size):
             raise ValidationError(bad, op=op)

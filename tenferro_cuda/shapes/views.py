@@ -23,6 +23,8 @@ from . import SIZE_LIMIT, check_size, int_sequence
 
 __all__ = ["view_fields", "index_fields", "check_extent"]
 
+_BOOLS = (bool, np.bool_)
+
 
 def view_fields(base_size: int, itemsize: int, shape: object, strides: object,
                 offset: Any, op: str) -> tuple[tuple[int, ...], tuple[int, ...], int]:
@@ -42,7 +44,8 @@ def view_fields(base_size: int, itemsize: int, shape: object, strides: object,
         raise ValidationError(f"{len(shape_t)} extents but {len(strides_t)} strides", op=op,
                               kind="rank_mismatch")
     check_size(shape_t, op, itemsize)
-    if any(not -SIZE_LIMIT < x < SIZE_LIMIT for x in (*strides_t, off)):
+    if (strides_t and (min(strides_t) <= -SIZE_LIMIT or max(strides_t) >= SIZE_LIMIT)) \
+            or not -SIZE_LIMIT < off < SIZE_LIMIT:
         raise ValidationError(f"strides {strides_t} and offset {off} must fit int64", op=op,
                               kind="overflow")
     if 0 not in shape_t:
@@ -84,7 +87,7 @@ def index_fields(shape: tuple[int, ...], strides: tuple[int, ...], offset: int,
     for k, n, st in zip(key, shape, strides):
         if isinstance(k, slice):
             try:
-                if any(isinstance(b, (bool, np.bool_)) for b in (k.start, k.stop, k.step)):
+                if type(k.start) in _BOOLS or type(k.stop) in _BOOLS or type(k.step) in _BOOLS:
                     raise TypeError("bools are not slice bounds")
                 start, stop, step = k.indices(n)
             except (TypeError, ValueError) as exc:  # bounds not ints, a zero step

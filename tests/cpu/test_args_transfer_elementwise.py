@@ -25,10 +25,19 @@ def test_upload_unsupported_numpy_dtype_names_the_method(h, dtype):
               UnsupportedDTypeError)
 
 
-def test_upload_host_tensor_rank_9(h):
-    # zeros((1,) * 9) is rank_mismatch; an upload makes a rank-9 device tensor
-    h.rejects(lambda: h.s.upload_host_tensor(np.zeros((1,) * 9, np.float32)),
-              "upload_host_tensor", ValidationError, kind="rank_mismatch")
+def test_an_uploaded_rank_9_tensor_meets_the_ops_rank_rules(h):
+    """An upload is a copy and takes any rank (the error tests of the ops build rank-9
+    device tensors that way); an op that needs more than 8 axes refuses before any device
+    work (an elementwise op over 9 strided axes: 8 is the kernels' limit)."""
+    from tenferro_cuda.ops import transfer
+    from tenferro_cuda.shapes import check_size
+
+    # the upload's checks are the byte size's alone (the emulated device has no upload)
+    assert "check_rank" not in transfer.upload_host_tensor.__code__.co_names
+    check_size((1,) * 9, "upload_host_tensor", 4)
+    x = h.put(np.zeros((2,) * 9, np.float32))
+    transposed = x.permute(tuple(range(8, -1, -1)))
+    h.rejects(lambda: h.s.neg(transposed), "neg", ValidationError, kind="rank_mismatch")
 
 
 def test_upload_masked_array_is_not_silently_unmasked(h):

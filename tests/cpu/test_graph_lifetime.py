@@ -200,3 +200,30 @@ def test_an_exported_block_goes_back_when_the_consumer_lets_go(driver):
     del y, capsule
     gc.collect()
     assert ctx.home.alloc(4096).ptr == exported  # recycled now
+
+
+def test_a_held_block_is_given_back_after_the_consumer_stream_is_waited_for(driver,
+                                                                        monkeypatch):
+    """A block kept for a consumer on a default stream (stream=1) after ``g.close()``:
+    its release orders our stream after the consumer's, then gives the block back; the
+    next tensor of that size can only be written after the consumer's reads."""
+    from tenferro_cuda import _foreign
+
+    session = FakeSession()
+    ctx = session._ctx
+    g, x, y = _captured(session)
+    calls = []
+    monkeypatch.setattr(_foreign, "order", lambda c, waiter, producer: calls.append(
+        ("order", ctx.home.lists.get(4096, []).copy())))
+    capsule = y.__dlpack__(stream=-1, max_version=(1, 0))
+    record = next(iter(r for r in _dlpack_export._exports.values() if r[1] is y))
+    address = next(a for a, r in _dlpack_export._exports.items() if r is record)
+    _dlpack_export._exports[address] = (record[0], y, _foreign.LEGACY_STREAM, ctx, record[4])
+    exported = y.data_ptr()
+    g.close()
+    del y
+    _dlpack_export._release_export(address)  # the consumer's deleter
+    assert calls and exported not in calls[0][1]  # ordered while the block was still held
+    del capsule, record
+    gc.collect()
+    assert ctx.home.alloc(4096).ptr == exported  # given back after the ordering

@@ -180,3 +180,50 @@ def test_an_interrupt_right_after_a_pop_of_the_entry_snapshot_loses_nothing(mode
     with pytest.raises(KeyboardInterrupt):
         guard.ScopeGuard(P, "test")
     assert model.stack == [F1, F2, F3]
+
+
+def test_a_capture_left_in_a_suspended_generator_restores_nothing_when_collected(model):
+    """A capture scope held open by a generator that is closed or collected later (here:
+    after the caller pushed a context of its own) is only abandoned: the capture is
+    discarded, and the thread's stack is left as the caller has it then."""
+    import gc
+
+    def body(s):
+        with s.capture():
+            yield
+
+    with tc.cuda_exec_session(0) as s:
+        before = list(model.stack)
+        gen = body(s)
+        next(gen)  # inside the capture, suspended
+        model.cuCtxPushCurrent(F3)  # the caller's own context, on top
+        now = list(model.stack)
+        del gen
+        gc.collect()
+        assert model.stack == now  # not popped back to the capture's snapshot
+        assert s._ctx.capture is None  # the capture was discarded
+        model.cuCtxPopCurrent()
+        model.cuCtxPopCurrent()  # the capture guard's push, abandoned with it
+        assert model.stack == before
+
+
+def test_a_capture_that_cannot_begin_leaves_the_arena_and_the_stack(model, driver,
+                                                                   monkeypatch):
+    """The arena and the context say "capturing" before the stream does; when the stream
+    refuses to begin, both are put back, the graph memory closed and the stack restored."""
+    from tenferro_cuda import _driver_graph
+    from tenferro_cuda.errors import BackendSourceError
+
+    def refuse(stream, op):
+        raise BackendSourceError("cuStreamBeginCapture_v2 failed", op=op)
+
+    monkeypatch.setattr(_driver_graph, "begin_capture", refuse)
+    with tc.cuda_exec_session(0) as s:
+        before = list(model.stack)
+        lists = s._ctx.home.lists
+        with pytest.raises(BackendSourceError):
+            with s.capture():
+                pass
+        ctx = s._ctx
+        assert ctx.capture is None and ctx.eager and ctx.home.graph is None
+        assert ctx.home.lists is lists and model.stack == before

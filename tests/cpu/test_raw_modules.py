@@ -1,6 +1,7 @@
-"""Modules a raw sub-session loads: a body that loads the same image on every call (the
-README's ``with_raw`` example compiles its source inside the body) loads it once; the
-runtime keeps one module per distinct image until it closes."""
+"""Modules a raw sub-session loads: a body that compiles the same source on every call
+(the README's ``with_raw`` example compiles inside the body) loads it once; ``load_ptx``
+and ``load_cubin`` load a module of their own on every call (its globals too), kept until
+the runtime closes."""
 
 from __future__ import annotations
 
@@ -38,6 +39,7 @@ def test_repeated_raw_bodies_do_not_accumulate_modules(monkeypatch):
         raw.compile_nvrtc("extern \"C\" __global__ void axpy() {}")
         raw.load_ptx(PTX)
         scope.end()
-    assert len(rt._modules) == 2 and len(loaded) == 2, (
-        f"{len(rt._modules)} CUmodules loaded by 100 raw scopes that each loaded the "
-        "same two images")
+    # one for the 100 compiles of one source, one per explicit load_ptx
+    assert len(rt._modules) == 101 and len(loaded) == 101, (
+        f"{len(rt._modules)} CUmodules loaded by 100 raw scopes that each compiled one "
+        "source and loaded one PTX image")

@@ -36,7 +36,7 @@ from ...exec import guard, peer
 from ...exec.context import ExecContext
 from ...exec.entry import context_of
 from ...exec.residency import resident
-from ...shapes import check_rank, check_size
+from ...shapes import check_size
 from ...tensor import Tensor, TensorView, _Strided
 from .. import storage
 
@@ -112,8 +112,7 @@ def upload_host_tensor(ctx: ExecContext, tensor: Tensor | TensorView | np.ndarra
     if not isinstance(tensor, _Strided):
         raise ValidationError(f"expected a host Tensor, TensorView or numpy array "
                               f"(got {type(tensor).__name__})", op=op)
-    check_rank(tensor.shape, op)
-    check_size(tensor.shape, op, tensor.dtype.itemsize)
+    check_size(tensor.shape, op, tensor.dtype.itemsize)  # (any rank: the ops bound it)
     if tensor.base.host is None:
         raise RuntimeStateError("the tensor is already on a device; upload takes a host "
                                 "tensor (use to_contiguous_read or copy_read_into)", op=op)
