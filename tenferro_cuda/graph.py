@@ -309,9 +309,10 @@ class CaptureScope(Authority):
             begun = True
             dg.begin_capture(int(ctx.stream), op)
         except BaseException:
-            if begun:
-                ctx.capture, ctx.eager = None, not ctx.closed
-                ctx.home.end_graph()
+            if begun:  # the stream may capture already (an interrupt after the begin)
+                status, handle = state.finish()  # ends it; runs what was deferred to it
+                if handle:
+                    dg.lib().cuGraphDestroy(handle)
                 memory.close()
             scope_guard.exit()
             raise

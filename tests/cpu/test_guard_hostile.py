@@ -214,7 +214,10 @@ def test_a_capture_that_cannot_begin_leaves_the_arena_and_the_stack(model, drive
     from tenferro_cuda import _driver_graph
     from tenferro_cuda.errors import BackendSourceError
 
-    def refuse(stream, op):
+    ran = []
+
+    def refuse(stream, op):  # (another thread deferred work to the capture meanwhile)
+        s._ctx.capture.defer(lambda: ran.append("ordering"))
         raise BackendSourceError("cuStreamBeginCapture_v2 failed", op=op)
 
     monkeypatch.setattr(_driver_graph, "begin_capture", refuse)
@@ -227,3 +230,6 @@ def test_a_capture_that_cannot_begin_leaves_the_arena_and_the_stack(model, drive
         ctx = s._ctx
         assert ctx.capture is None and ctx.eager and ctx.home.graph is None
         assert ctx.home.lists is lists and model.stack == before
+        assert ran == ["ordering"]  # run, not lost, when the capture did not begin
+        assert driver.end  # the stream's capture is ended in any case (an interrupt may
+        # come after the begin succeeded)

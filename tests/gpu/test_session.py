@@ -209,8 +209,9 @@ def test_supports_answers_from_queries(s):
     assert s.supports(tc.Capability.RAW_MODULE)
     assert s.supports(tc.Capability.RUNTIME_COMPILATION)
     assert s.supports(tc.Capability.BF16_ARITHMETIC) == (info.compute_capability >= (8, 0))
-    expect_peer = any(
+    expect_peer = any(  # a peer: direct copies both ways
         _driver.can_access_peer(_driver.device(0), _driver.device(i))
+        and _driver.can_access_peer(_driver.device(i), _driver.device(0))
         for i in range(1, _driver.device_count()))
     assert s.supports(tc.Capability.PEER_COPY) == expect_peer
 
