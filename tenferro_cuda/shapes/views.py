@@ -113,6 +113,7 @@ def index_fields(shape: tuple[int, ...], strides: tuple[int, ...], offset: int,
 
 
 _ADDRESS_LIMIT = 1 << 64
+HALF_ADDRESS_SPACE = 1 << 63
 
 
 def check_extent(address: int, shape: tuple[int, ...], strides: tuple[int, ...] | None,
@@ -143,3 +144,15 @@ def check_extent(address: int, shape: tuple[int, ...], strides: tuple[int, ...] 
         raise ValidationError(f"the array's elements (shape {shape}, strides {strides}, from "
                               f"{where}) do not lie in the device address space above NULL",
                               op=op)
+
+
+def signed_strides(strides: tuple[int, ...], item: int) -> tuple[int, ...]:
+    """Element strides whose byte value ``s * item`` is in [2**63, 2**64) read as the
+    negative byte strides they are in 64-bit address arithmetic. Such a stride is what a
+    producer gives that divides a negative byte stride by the item size as an unsigned
+    number (CuPy does, for a reversed array of items wider than a byte): a kernel that
+    multiplies it back gets the producer's addresses; a correct stride is never in that
+    range (its byte span would leave the address space). Others are kept: the extent
+    check refuses what lies outside the address space."""
+    return tuple((s * item - _ADDRESS_LIMIT) // item
+                 if HALF_ADDRESS_SPACE <= s * item < _ADDRESS_LIMIT else s for s in strides)

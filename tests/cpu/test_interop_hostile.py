@@ -263,3 +263,31 @@ def test_a_dead_capsule_never_releases_a_later_export_at_a_reused_address(fx):
     del c1
     gc.collect()
     assert live_exports(t2) == 1, "c1's destructor released c2's export"
+
+
+@pytest.mark.parametrize("dtype", [np.int16, np.float32, np.float64, np.complex128])
+def test_negative_strides_given_as_unsigned_quotients_are_read_as_negative(fx, dtype):
+    """CuPy divides a negative byte stride by the item size as an unsigned number: a
+    reversed (6, 4) view of items wider than a byte comes with strides
+    ((2**64 - 4 * item) // item, (2**64 - item) // item). In 64-bit address arithmetic
+    they are the strides (-4, -1); they are read as such, not refused."""
+    base = np.arange(24).astype(dtype).reshape(6, 4)
+    item = base.itemsize
+    p = Producer(base, strides=((2 ** 64 - 4 * item) // item, (2 ** 64 - item) // item))
+    p.managed.dl_tensor.data = base.ctypes.data + 23 * item  # element (0, 0) of [::-1, ::-1]
+    t = interop.from_dlpack(fx, p.capsule(), -1)
+    assert t.shape == (6, 4) and t.strides == (-4, -1)
+    assert t.data_ptr() == base.ctypes.data + 23 * item
+    assert t.base.size == 24
+
+
+def test_strides_beyond_the_address_space_stay_refused(fx):
+    """Only the byte values of CuPy's encoding are read as negative: a stride whose byte
+    span leaves the address space any other way is still refused before anything is
+    adopted."""
+    base = np.arange(4.0)
+    p = Producer(base.reshape(2, 2), strides=(2 ** 62 + 1, 1))
+    with pytest.raises(ValidationError, match="address space"):
+        interop.from_dlpack(fx, p.capsule(), -1)
+    gc.collect()
+    assert p.calls == 0
