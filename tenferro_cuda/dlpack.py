@@ -137,6 +137,7 @@ _TO_DL: dict[DType, tuple[int, int]] = {
 }
 # (code, bits, lanes) -> DType, with plain ints as keys (what the struct reads give)
 _FROM_DL = {(int(c), b, 1): d for d, (c, b) in _TO_DL.items()}
+_CODE_BITS = {d: (int(c), b) for d, (c, b) in _TO_DL.items()}  # (what each export packs)
 
 
 def to_dl_dtype(dtype: DType) -> DLDataType:
@@ -147,8 +148,7 @@ def to_dl_dtype(dtype: DType) -> DLDataType:
 
 def dl_code_bits(dtype: DType) -> tuple[int, int]:
     """(code, bits) of ``dtype`` as plain ints (lanes are 1)."""
-    code, bits = _TO_DL[dtype]
-    return int(code), bits
+    return _CODE_BITS[dtype]
 
 
 def from_dl_dtype(code: int, bits: int, lanes: int, op: str = "from_dlpack") -> DType:
