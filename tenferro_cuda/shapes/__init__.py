@@ -15,6 +15,7 @@ from ..dtypes import DType
 from ..errors import UnsupportedDTypeError, ValidationError
 
 MAX_RANK = 8
+_prod = math.prod
 SIZE_LIMIT = 1 << 63  # extents, element counts and byte sizes are int64 (strides, pool)
 
 
@@ -51,6 +52,8 @@ def check_size(shape: Sequence[int], op: str, itemsize: int = 1) -> None:
     """Every extent, and the byte size ``prod(shape) * itemsize``, below 2**63 (the int64
     of every stride, size and allocation); ValidationError kind ``overflow`` otherwise.
     An empty shape still needs every extent below 2**63."""
+    if 0 < _prod(shape) * itemsize < SIZE_LIMIT:  # the usual case: then so is each extent
+        return
     if max(shape, default=0) >= SIZE_LIMIT:
         raise ValidationError(f"shape {tuple(shape)}: an extent of 2**63 or more does not "
                               "fit int64", op=op, kind="overflow")

@@ -26,19 +26,25 @@ __all__ = ["view_fields", "index_fields", "check_extent"]
 _BOOLS = (bool, np.bool_)
 
 
+def _offset(offset: Any, op: str) -> int:
+    """A view's offset other than a plain int: an integer (not a bool), else
+    ValidationError."""
+    if not isinstance(offset, _BOOLS):
+        try:
+            return operator.index(offset)
+        except TypeError:
+            pass
+    raise ValidationError(f"offset must be an int (got {offset!r})", op=op)
+
+
 def view_fields(base_size: int, itemsize: int, shape: object, strides: object,
                 offset: Any, op: str) -> tuple[tuple[int, ...], tuple[int, ...], int]:
     """(shape, strides, offset) of a view of a base of ``base_size`` elements of
     ``itemsize`` bytes, checked (see the module docstring)."""
     shape_t = int_sequence(shape, op, "shape")
     strides_t = int_sequence(strides, op, "strides")
-    try:
-        off = None if isinstance(offset, (bool, np.bool_)) else operator.index(offset)
-    except TypeError:
-        off = None
-    if off is None:
-        raise ValidationError(f"offset must be an int (got {offset!r})", op=op)
-    if any(s < 0 for s in shape_t):
+    off = offset if type(offset) is int else _offset(offset, op)
+    if shape_t and min(shape_t) < 0:
         raise ValidationError(f"shape entries must be >= 0 (got {shape_t})", op=op)
     if len(strides_t) != len(shape_t):
         raise ValidationError(f"{len(shape_t)} extents but {len(strides_t)} strides", op=op,

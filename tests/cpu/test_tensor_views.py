@@ -167,3 +167,12 @@ def test_numpy_of_accepted_view_never_raises_raw(shape, strides):
         v.numpy()
     except (ValidationError, MemoryError):
         pass
+
+
+def test_view_integer_offsets_of_any_integer_type_are_taken():
+    """A numpy integer offset is an int (operator.index); np.bool_ is not."""
+    v = T.view((2,), (1,), np.int64(3))
+    assert v.offset == 3 and type(v.offset) is int
+    assert T.view((2,), (1,), 5).numpy().tolist() == [5.0, 6.0]
+    with pytest.raises(ValidationError, match="offset"):
+        T.view((2,), (1,), np.bool_(True))
