@@ -135,8 +135,11 @@ def scalars(acc: DotGeneralAccumulation, dtype: DType, op: str) -> tuple:
         bad = acc.alpha if not isinstance(acc.alpha, numbers.Real) else acc.beta
         raise ValidationError(f"alpha and beta must be real for {dtype.value} operands "
                               f"(got {shown(bad)})", op=op)
-    alpha = _as(acc.alpha, float, dtype, "alpha", op)
-    beta = _as(acc.beta, float, dtype, "beta", op)
+    alpha, beta = acc.alpha, acc.beta  # (a float is its own value)
+    if type(alpha) is not float:
+        alpha = _as(alpha, float, dtype, "alpha", op)
+    if type(beta) is not float:
+        beta = _as(beta, float, dtype, "beta", op)
     if dtype in SINGLE_SCALED and not fits_single(alpha, beta):
         raise _single_overflow(alpha, beta, dtype, op)
     return alpha, beta
@@ -163,6 +166,9 @@ _SINGLE_MAX = 3.4028234663852886e38
 
 def fits_single(alpha: float | complex, beta: float | complex) -> bool:
     """Whether every finite part of ``alpha`` and ``beta`` fits a float32."""
+    if type(alpha) is float and type(beta) is float and -_SINGLE_MAX <= alpha <= _SINGLE_MAX \
+            and -_SINGLE_MAX <= beta <= _SINGLE_MAX:  # the usual case, without the loop
+        return True
     for v in (alpha, beta):
         for part in (v.real, v.imag):
             if abs(part) > _SINGLE_MAX and math.isfinite(part):
