@@ -21,7 +21,7 @@ import numpy as np
 from ..errors import ValidationError
 from . import SIZE_LIMIT, check_size, int_sequence
 
-__all__ = ["view_fields", "index_fields", "check_extent"]
+__all__ = ["view_fields", "index_fields", "check_extent", "signed_strides", "HALF_ADDRESS_SPACE"]
 
 _BOOLS = (bool, np.bool_)
 
@@ -157,8 +157,9 @@ def signed_strides(strides: tuple[int, ...], item: int) -> tuple[int, ...]:
     negative byte strides they are in 64-bit address arithmetic. Such a stride is what a
     producer gives that divides a negative byte stride by the item size as an unsigned
     number (CuPy does, for a reversed array of items wider than a byte): a kernel that
-    multiplies it back gets the producer's addresses; a correct stride is never in that
-    range (its byte span would leave the address space). Others are kept: the extent
+    multiplies it back gets the producer's addresses; a correct stride of an axis of two
+    or more elements is never in that range (it would leave the address space; on an
+    axis of one element a stride addresses nothing). Others are kept: the extent
     check refuses what lies outside the address space."""
     return tuple((s * item - _ADDRESS_LIMIT) // item
                  if HALF_ADDRESS_SPACE <= s * item < _ADDRESS_LIMIT else s for s in strides)
