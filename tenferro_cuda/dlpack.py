@@ -29,7 +29,8 @@ from typing import NamedTuple
 from .authority import Authority
 from .dtypes import DType
 from .errors import RuntimeStateError, UnsupportedDTypeError, ValidationError
-from .shapes.views import HALF_ADDRESS_SPACE, check_extent, signed_strides
+from .shapes import SIZE_LIMIT
+from .shapes.views import check_extent, signed_strides
 
 __all__ = ["DLPACK_VERSION", "FLAG_READ_ONLY", "FLAG_IS_COPIED", "MAX_NDIM", "DLDeviceType",
            "DLDataTypeCode", "DLPackVersion", "DLDevice", "DLDataType", "DLTensor",
@@ -300,7 +301,7 @@ def read_capsule(capsule, op: str = "from_dlpack") -> tuple:
         if min(shape) < 0:
             raise ValidationError(f"DLTensor shape {shape} has a negative extent", op=op)
         strides = layout.unpack_from(MEMORY, strides_p) if strides_p else None
-        if strides is not None and max(strides) * dtype.itemsize >= HALF_ADDRESS_SPACE:
+        if strides is not None and max(strides) * dtype.itemsize >= SIZE_LIMIT:  # (2**63)
             strides = signed_strides(strides, dtype.itemsize)
     else:
         shape, strides = (), None

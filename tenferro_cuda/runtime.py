@@ -151,16 +151,17 @@ class CudaRuntime(Authority):
         before this way (the same bytes) gives the module loaded then -- a raw body that
         compiles its source on every call loads it once (modules are unloaded with the
         runtime); without it every call loads a module of its own (its globals too)."""
-        digest = hashlib.sha256(image).digest() if shared else b""
-        module = self._images.get(digest) if shared else None
-        if module is not None:
-            return module
-        with self.current():
-            module = self._load_module(image, op)
         if not shared:
-            return module
-        with self._lock:
-            return self._images.setdefault(digest, module)
+            with self.current():
+                return self._load_module(image, op)
+        digest = hashlib.sha256(image).digest()
+        module = self._images.get(digest)
+        if module is None:
+            with self.current():
+                module = self._load_module(image, op)
+            with self._lock:
+                module = self._images.setdefault(digest, module)
+        return module
 
     def _load_module(self, image: bytes, op: str):
         """``load_module`` with this runtime's context current already."""

@@ -21,7 +21,7 @@ import numpy as np
 from ..errors import ValidationError
 from . import SIZE_LIMIT, check_size, int_sequence
 
-__all__ = ["view_fields", "index_fields", "check_extent", "signed_strides", "HALF_ADDRESS_SPACE"]
+__all__ = ["view_fields", "index_fields", "check_extent", "signed_strides"]
 
 _BOOLS = (bool, np.bool_)
 
@@ -119,7 +119,6 @@ def index_fields(shape: tuple[int, ...], strides: tuple[int, ...], offset: int,
 
 
 _ADDRESS_LIMIT = 1 << 64
-HALF_ADDRESS_SPACE = 1 << 63
 
 
 def check_extent(address: int, shape: tuple[int, ...], strides: tuple[int, ...] | None,
@@ -162,4 +161,4 @@ def signed_strides(strides: tuple[int, ...], item: int) -> tuple[int, ...]:
     axis of one element a stride addresses nothing). Others are kept: the extent
     check refuses what lies outside the address space."""
     return tuple((s * item - _ADDRESS_LIMIT) // item
-                 if HALF_ADDRESS_SPACE <= s * item < _ADDRESS_LIMIT else s for s in strides)
+                 if SIZE_LIMIT <= s * item < _ADDRESS_LIMIT else s for s in strides)
