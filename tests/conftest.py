@@ -2,7 +2,14 @@
 
 - ``has_gpu()``: whether a CUDA driver and at least one device are usable. It is asked in a
   subprocess (so this process never initialises CUDA) and cached for the session.
-- Every test under ``tests/gpu/`` (or marked ``gpu``) is skipped without a device.
+- Without a device, every module under ``tests/gpu/`` is skipped as a whole, with the
+  reason, before it is imported (one skip per module, not one per test: its ~12,000
+  tests cost the CPU tier 10 s to collect and skip one by one), and so is any other test
+  marked ``gpu``.
+- The objects that collection made (about 30,000 test items and their parameters) are
+  moved out of the garbage collector's sight once collection ends (``gc.freeze``): they
+  live for the whole run anyway, and the fixtures that call ``gc.collect()`` between tests
+  then scan only what the tests made (0.5 s less per call).
 - ``TENFERRO_CUDA_CACHE_DIR`` points at a fresh session-scoped directory unless the
   environment already sets it, so tests never read or write the user's kernel cache.
 """
@@ -10,6 +17,7 @@
 from __future__ import annotations
 
 import functools
+import gc
 import os
 import shutil
 import subprocess
@@ -69,6 +77,19 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         _made_cache_dir = None
 
 
+class _SkippedGpuModule(pytest.Module):
+    """A module of the GPU tier on a machine without a device: skipped, never imported."""
+
+    def collect(self):
+        pytest.skip(GPU_SKIP_REASON)
+
+
+def pytest_pycollect_makemodule(module_path: Path, parent: pytest.Collector):
+    if GPU_DIR in Path(module_path).resolve().parents and not has_gpu():
+        return _SkippedGpuModule.from_parent(parent, path=module_path)
+    return None
+
+
 def _is_gpu_test(item: pytest.Item) -> bool:
     path = Path(str(item.path)).resolve()
     return GPU_DIR in path.parents or item.get_closest_marker("gpu") is not None
@@ -80,6 +101,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         skip = pytest.mark.skip(reason=GPU_SKIP_REASON)
         for item in gpu_items:
             item.add_marker(skip)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    gc.collect()
+    gc.freeze()
 
 
 @pytest.fixture(scope="session")

@@ -2,6 +2,9 @@
 start in worker processes as soon as collection ends, in the order of the tests, and
 the workers stop when the run ends; so do the host compiler's builds of the emulated
 kernels that the selected test modules declared (``reference/cuda_emu.py``, ``ahead``).
+The tests that read NVRTC builds run after all the others (in their own order), so that
+this process runs the rest of the tier while the workers compile, instead of waiting
+for the builds in the middle of the run.
 The fixtures ``nccl`` (a fake NCCL) and ``two`` (a communicator over two fake sessions)
 serve the collectives' tests, ``driver`` (recorders of the driver's graph calls,
 ``reference/fake_graph.py``) the graph tests, and ``capture_model`` (sessions and capture
@@ -29,6 +32,12 @@ def _builds_of(item: pytest.Item) -> list[nvrtc_builds.Build]:
     params = callspec.params if callspec is not None else {}
     out = builds_of(**{name: params[name] for name in inspect.signature(builds_of).parameters})
     return out if isinstance(out, list) else [out]
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    waits = [bool(_builds_of(item)) for item in items]
+    items[:] = ([item for item, w in zip(items, waits) if not w]
+                + [item for item, w in zip(items, waits) if w])
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:

@@ -194,6 +194,14 @@ def test_empty_writes_nothing(env):
     assert not dev.launches and not dev.memsets
 
 
+class Opaque:
+    """An object that is no dtype, with a repr that names it the same in every process
+    (test ids must agree between pytest-xdist workers)."""
+
+    def __repr__(self) -> str:
+        return "Opaque()"
+
+
 BAD_FILL = [
     ("full", ((3,), 300, D.INT8), ValidationError, "overflow"),
     ("full", ((3,), -1, D.UINT8), ValidationError, "overflow"),
@@ -210,7 +218,7 @@ BAD_FILL = [
     ("ones", ((2, True), D.INT8), ValidationError, "invalid_argument"),
     ("ones", (True, D.INT8), ValidationError, "invalid_argument"),
     ("empty", ((3,), None), UnsupportedDTypeError, None),
-    ("empty", ((3,), object()), UnsupportedDTypeError, None),
+    ("empty", ((3,), Opaque()), UnsupportedDTypeError, None),
     ("empty", ((1,) * 9, D.INT8), ValidationError, "rank_mismatch"),
 ]
 

@@ -172,7 +172,8 @@ def test_misaligned_views_use_the_scalar_path(emu, monkeypatch):
 
 
 @pytest.mark.parametrize("shape,build", [((1000,), lambda t: t), ((10, 100), lambda t: t.T),
-                                         ((10, 10, 10), lambda t: t[:, ::-1, :])], ids=str)
+                                         ((10, 10, 10), lambda t: t[:, ::-1, :])],
+                         ids=["flat", "transposed", "reversed"])
 def test_chunked_launches(emu, monkeypatch, shape, build):
     s, dev, rt = emu
     monkeypatch.setattr(elementwise_engine, "SMALL", 0)  # the contiguous kernel

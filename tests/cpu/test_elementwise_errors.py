@@ -192,7 +192,7 @@ def test_elementwise_read_into_rejects(emu, op, inputs):
     assert not dev.launches
 
 
-@pytest.mark.parametrize("to", ["float8", 3.5, object()], ids=str)
+@pytest.mark.parametrize("to", ["float8", 3.5, object()], ids=["float8", "3.5", "object"])
 def test_cast_bad_target(emu, to):
     s, dev, rt = emu
     with pytest.raises(UnsupportedDTypeError):

@@ -171,7 +171,7 @@ def test_cast_target(target):
     assert isinstance(ew.cast_target(target, "cast"), DType)
 
 
-@pytest.mark.parametrize("target", ["float8", object(), 3.5], ids=str)
+@pytest.mark.parametrize("target", ["float8", object(), 3.5], ids=["float8", "object", "3.5"])
 def test_cast_target_rejects(target):
     with pytest.raises(UnsupportedDTypeError) as info:
         ew.cast_target(target, "cast")
