@@ -10,7 +10,9 @@
   parameters) are moved out of the garbage collector's sight once collection ends
   (``gc.freeze``; a GPU run keeps the usual collector): they live for the whole run
   anyway, and the fixtures that call ``gc.collect()`` between tests then scan only what
-  the tests made (0.5 s less per call).
+  the tests made (0.5 s less per call). Each module's first test does the same for what
+  the modules before it left alive (the run's reports and caches: 0.08 s per call on
+  average without it, 350 calls).
 - ``TENFERRO_CUDA_CACHE_DIR`` points at a fresh session-scoped directory unless the
   environment already sets it, so tests never read or write the user's kernel cache.
 """
@@ -104,6 +106,23 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     if not has_gpu():  # the CPU tier's run time; a GPU run keeps the usual collector
         gc.collect()
         gc.freeze()
+
+
+_last_module: list[str | None] = [None]
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    # Without a device, each module's first test (before its fixtures) collects what the
+    # modules before it left (their module fixtures are torn down by now) and freezes
+    # what survives: the run's reports and caches, which only grow. A fixture's
+    # gc.collect() then scans what this module made, not everything since collection.
+    module = item.nodeid.partition("::")[0]
+    if module != _last_module[0]:
+        _last_module[0] = module
+        if not has_gpu():
+            gc.collect()
+            gc.freeze()
 
 
 @pytest.fixture(scope="session")
