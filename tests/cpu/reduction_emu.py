@@ -67,7 +67,7 @@ def build_args(names=FAMILIES, shim_extra: str = "") -> dict:
                      f"unsigned by) {{ emu_launch(gx, gy, 1, bx, by, [&] {{ "
                      f"emu_call(&{e}, a); }}); }}")
     return dict(name="reduction_emu", wrappers="\n".join(lines), shim_extra=SHIM + shim_extra,
-                sources=sources)
+                sources=sources, optimize="-O0")
 
 
 def build(names=FAMILIES, shim_extra: str = ""):

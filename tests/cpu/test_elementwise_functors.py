@@ -53,7 +53,7 @@ def _build_args() -> dict:
     lines = ['#include "shim.h"', '#include "tenferro/ops.cuh"', "using namespace tf;"]
     lines += [_op_wrapper(i, k, dt) for i, (k, dt) in enumerate(OPS)]
     lines += [_cast_wrapper(i, a, b) for i, (a, b) in enumerate(CASTS)]
-    return dict(name="ew_functors", wrappers="\n".join(lines))
+    return dict(name="ew_functors", wrappers="\n".join(lines), optimize="-O0")
 
 
 cuda_emu.ahead(__name__, _build_args)
