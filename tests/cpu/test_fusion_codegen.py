@@ -120,7 +120,8 @@ def test_generated_sources_compile(arch, part):
 def test_random_plans_compile(case):
     plan, dtypes = case
     specs = variants(typed(plan, dtypes), plan.num_inputs, rows=True)
-    gens, prog = compile_specs(specs, ARCHS[len(plan.instructions) % 2])
+    gens, prog = compile_specs(specs, ARCHS[len(plan.instructions) % 2],
+                               extra=nvrtc_builds.CHECK)
     assert set(prog.lowered) == {g.expression for g in gens}
 
 
