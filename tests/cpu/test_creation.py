@@ -11,12 +11,11 @@ import re
 
 import numpy as np
 import pytest
+from reference import nvrtc_builds
 from reference.fake_context import FakeContext, FakeSession, HostMemory
 
 from tenferro_cuda.dtypes import ALL_DTYPES, DType
 from tenferro_cuda.errors import UnsupportedDTypeError, ValidationError
-from tenferro_cuda.kernels.cache import KernelCache
-from tenferro_cuda.kernels.compiler import compile_family
 from tenferro_cuda.kernels.registry import family
 from tenferro_cuda.ops import creation
 from tenferro_cuda.shapes.creation import IOTA_DTYPES
@@ -240,8 +239,15 @@ def test_registry_instantiates_every_numeric_dtype_lazily():
     assert len(exprs) == 2 * len(NUMERIC)  # (dtype, u32/u64): compiled one by one on use
 
 
+def creation_program(arch: int) -> nvrtc_builds.Build:
+    """``compile_family`` of every creation instantiation (with ``CHECK``)."""
+    return nvrtc_builds.family_build("creation", family("creation").all_expressions(), arch,
+                                     nvrtc_builds.CHECK)
+
+
+@nvrtc_builds.ahead(creation_program)
 @pytest.mark.parametrize("arch", [80, 90])
-def test_creation_family_compiles(tmp_path, arch):
+def test_creation_family_compiles(arch):
     exprs = tuple(family("creation").all_expressions())
-    prog = compile_family("creation", exprs, arch, cache=KernelCache(tmp_path))
+    prog = nvrtc_builds.get(creation_program(arch))
     assert set(prog.lowered) == set(exprs) and prog.image[:4] == b"\x7fELF"

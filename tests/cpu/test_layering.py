@@ -12,6 +12,7 @@ protocols for host tensors itself and the interop layer installs the device side
 from __future__ import annotations
 
 import ast
+import functools
 import json
 import subprocess
 import sys
@@ -52,19 +53,26 @@ def import_graph(package: Path = PACKAGE, typing: bool = True) -> dict[str, set[
         files[".".join(parts)] = path
     graph: dict[str, set[str]] = {name: set() for name in files}
     for name, path in files.items():
-        tree = ast.parse(path.read_text())
-        skip = set()
-        for node in ast.walk(tree):
-            if not typing and isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(
-                    node.test):
-                skip.update(id(n) for stmt in node.body for n in ast.walk(stmt))
-        for node in ast.walk(tree):
-            if not isinstance(node, (ast.Import, ast.ImportFrom)) or id(node) in skip:
+        for node, typed in _imports(path, path.stat().st_mtime_ns):
+            if typed and not typing:
                 continue
             for target in _targets(node, name, path.name == "__init__.py", files):
                 if target in files and target != name:
                     graph[name].add(target)
     return graph
+
+
+@functools.cache
+def _imports(path: Path, mtime: int) -> list[tuple[ast.AST, bool]]:
+    """The import statements of the file ``path`` (as of ``mtime``: one parse per
+    version), each with whether it sits under ``if TYPE_CHECKING:``."""
+    tree = ast.parse(path.read_text())
+    typed = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            typed.update(id(n) for stmt in node.body for n in ast.walk(stmt))
+    return [(node, id(node) in typed) for node in ast.walk(tree)
+            if isinstance(node, (ast.Import, ast.ImportFrom))]
 
 
 def circles(graph: dict[str, set[str]]) -> list[list[str]]:

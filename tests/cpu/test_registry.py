@@ -9,10 +9,10 @@ import types
 from pathlib import Path
 
 import pytest
+from reference import nvrtc_builds
 
 import tenferro_cuda as tc
 from tenferro_cuda.kernels import registry
-from tenferro_cuda.kernels.compiler import compile_family
 from tenferro_cuda.kernels.registry import PTX_DIR, families, family, family_names, global_names
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -71,15 +71,18 @@ def test_entries_match_the_source(name):
         assert list(entry.instances()), f"{name}.{entry.name} has no instantiation"
 
 
-@pytest.mark.parametrize("arch", [80, 90])
-def test_copy_family_compiles(arch, tmp_path):
-    from tenferro_cuda.kernels.cache import KernelCache
+def copy_program(arch: int) -> nvrtc_builds.Build:
+    """``compile_family`` of every copy instantiation (with ``CHECK``)."""
+    return nvrtc_builds.family_build("copy", FAMILIES["copy"].all_expressions(), arch,
+                                     nvrtc_builds.CHECK)
 
-    fam = FAMILIES["copy"]
-    prog = compile_family("copy", tuple(fam.all_expressions()), arch,
-                          cache=KernelCache(tmp_path))
+
+@nvrtc_builds.ahead(copy_program)
+@pytest.mark.parametrize("arch", [80, 90])
+def test_copy_family_compiles(arch):
+    prog = nvrtc_builds.get(copy_program(arch))
     assert prog.image.startswith(b"\x7fELF")
-    assert set(prog.lowered) == set(fam.all_expressions())
+    assert set(prog.lowered) == set(FAMILIES["copy"].all_expressions())
 
 
 def _public_methods() -> set[str]:
