@@ -46,6 +46,7 @@ from typing import Any
 from . import _driver, _driver_memory
 from .errors import RuntimeStateError, TenferroError
 from .exec import guard
+from .shapes import ADDRESS_LIMIT
 
 __all__ = ["stream_value", "stream_of", "consumer_stream", "order", "order_current",
            "release_when_idle", "drain", "export_context", "owner_context", "copy_on",
@@ -67,7 +68,6 @@ _finalizing = sys.is_finalizing
 _ident = threading.get_ident
 
 
-_HANDLE_LIMIT = 1 << 64  # stream handles and addresses are 64-bit
 
 
 def _error(error: type[Exception], message: str, op: str) -> Exception:
@@ -79,12 +79,12 @@ def _error(error: type[Exception], message: str, op: str) -> Exception:
 def stream_value(value: object, op: str, error: type[Exception] = TypeError) -> int:
     """The raw handle of a stream argument: an int, or an object with ``__cuda_stream__``
     (a handle is below 2**64; the meaning of small and negative values is the caller's)."""
-    if type(value) is int and value < _HANDLE_LIMIT:
+    if type(value) is int and value < ADDRESS_LIMIT:
         return value  # type: ignore[return-value]
     protocol = getattr(value, "__cuda_stream__", None)
     if protocol is None:
         if isinstance(value, int) and not isinstance(value, bool):
-            if int(value) >= _HANDLE_LIMIT:
+            if int(value) >= ADDRESS_LIMIT:
                 raise _error(error, f"stream={int(value)} is no stream handle (a handle is "
                                     f"below 2**64)", op)
             return int(value)
@@ -96,7 +96,7 @@ def stream_value(value: object, op: str, error: type[Exception] = TypeError) -> 
         raise _error(error, f"__cuda_stream__() must return (version, handle): {exc}",
                      op) from None
     if type(version) is not int or version != 0 or not isinstance(handle, int) \
-            or isinstance(handle, bool) or not 0 <= handle < _HANDLE_LIMIT:
+            or isinstance(handle, bool) or not 0 <= handle < ADDRESS_LIMIT:
         raise _error(error, f"__cuda_stream__() must return (0, handle), a handle in "
                             f"[0, 2**64) (got ({version!r}, {handle!r}))", op)
     return int(handle) or 1  # the NULL stream is the legacy default stream

@@ -29,6 +29,7 @@ from .authority import Authority
 from .dlpack import release_function
 from .dtypes import DType
 from .errors import RuntimeStateError, UnsupportedDTypeError, UnsupportedError, ValidationError
+from .shapes import ADDRESS_LIMIT
 from .shapes.views import check_extent
 from .tensor import install_export, is_row_major
 
@@ -46,7 +47,6 @@ _TYPESTR_RE = re.compile(r"^([<>|=])([a-zA-Z])(\d+)$")
 # every spelling the regular path accepts, looked up directly (">i1" too: one byte)
 _KNOWN = {o + s[1:]: d for d, s in _TYPESTR.items() for o in "<|="}
 _KNOWN.update({">" + s[1:]: d for d, s in _TYPESTR.items() if d.itemsize == 1})
-_LIMIT = 1 << 64  # addresses and stream handles are 64-bit
 
 
 def typestr(dtype: DType, op: str = "__cuda_array_interface__") -> str:
@@ -155,7 +155,7 @@ def _stream(iface: dict, version: int, op: str) -> int | None:
     value = iface.get("stream") if version >= 3 else None
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < _LIMIT:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < ADDRESS_LIMIT:
         raise ValidationError(f"stream must be None or a CUDA stream handle (got {value!r})",
                               op=op)
     return value or 1  # 0 is disallowed as ambiguous: take it as the legacy default stream
@@ -175,7 +175,7 @@ def parse_interface(iface: dict, op: str = "from_cuda_array_interface") -> CAIIn
     dtype = _KNOWN.get(ts) if type(ts) is str else None
     if (type(version) is int and version >= 0 and type(shape) is tuple and dtype is not None
             and type(data) is tuple and len(data) == 2 and type(data[0]) is int
-            and 0 <= data[0] < _LIMIT and type(data[1]) is bool and _plain_ints(shape)
+            and 0 <= data[0] < ADDRESS_LIMIT and type(data[1]) is bool and _plain_ints(shape)
             and (not shape or min(shape) >= 0) and get("mask") is None):
         raw = get("strides")
         if raw is None:
@@ -212,7 +212,7 @@ def _parse_slowly(iface: dict, op: str) -> CAIInfo:
     data = _field(iface, "data", op)
     if (not isinstance(data, (tuple, list)) or len(data) != 2
             or isinstance(data[0], bool) or not isinstance(data[0], int)
-            or not 0 <= data[0] < _LIMIT):
+            or not 0 <= data[0] < ADDRESS_LIMIT):
         raise ValidationError(f"data must be (pointer, read_only) (got {data!r})", op=op)
     if not isinstance(data[1], (bool, np.bool_)):  # not anything truthy: "False", None, 2
         raise ValidationError(f"data[1] (read_only) must be a bool (got {data[1]!r})", op=op)

@@ -17,6 +17,7 @@ from ..errors import UnsupportedDTypeError, ValidationError
 MAX_RANK = 8
 _prod = math.prod
 SIZE_LIMIT = 1 << 63  # extents, element counts and byte sizes are int64 (strides, pool)
+ADDRESS_LIMIT = 1 << 64  # device addresses and stream handles are 64-bit
 
 
 def int_sequence(values: object, op: str, what: str) -> tuple[int, ...]:

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ValidationError
-from . import SIZE_LIMIT, check_size, int_sequence
+from . import ADDRESS_LIMIT, SIZE_LIMIT, check_size, int_sequence
 
 __all__ = ["view_fields", "index_fields", "check_extent", "signed_strides"]
 
@@ -118,9 +118,6 @@ def index_fields(shape: tuple[int, ...], strides: tuple[int, ...], offset: int,
     return out_shape, out_strides, offset
 
 
-_ADDRESS_LIMIT = 1 << 64
-
-
 def check_extent(address: int, shape: tuple[int, ...], strides: tuple[int, ...] | None,
                  item: int, op: str) -> None:
     """ValidationError unless the elements of a foreign array (first element at
@@ -144,7 +141,7 @@ def check_extent(address: int, shape: tuple[int, ...], strides: tuple[int, ...] 
                 lo += (n - 1) * st
         hi += 1
     start, end = address + lo * item, address + hi * item
-    if start <= 0 or end > _ADDRESS_LIMIT:
+    if start <= 0 or end > ADDRESS_LIMIT:
         where = "NULL" if address == 0 else f"0x{address:x}"
         raise ValidationError(f"the array's elements (shape {shape}, strides {strides}, from "
                               f"{where}) do not lie in the device address space above NULL",
@@ -160,5 +157,5 @@ def signed_strides(strides: tuple[int, ...], item: int) -> tuple[int, ...]:
     or more elements is never in that range (it would leave the address space; on an
     axis of one element a stride addresses nothing). Others are kept: the extent
     check refuses what lies outside the address space."""
-    return tuple((s * item - _ADDRESS_LIMIT) // item
-                 if SIZE_LIMIT <= s * item < _ADDRESS_LIMIT else s for s in strides)
+    return tuple((s * item - ADDRESS_LIMIT) // item
+                 if SIZE_LIMIT <= s * item < ADDRESS_LIMIT else s for s in strides)
