@@ -68,8 +68,6 @@ _finalizing = sys.is_finalizing
 _ident = threading.get_ident
 
 
-
-
 def _error(error: type[Exception], message: str, op: str) -> Exception:
     if issubclass(error, TenferroError):
         return error(message, op=op)

@@ -24,8 +24,7 @@ def test_registry_matches_source():
 
 
 def program(arch: int) -> nvrtc_builds.Build:
-    """``compile_family`` of every instantiation (with ``CHECK``)."""
-    return nvrtc_builds.family_build("dot_int", FAM.all_expressions(), arch, nvrtc_builds.CHECK)
+    return nvrtc_builds.check_build("dot_int", arch)
 
 
 @nvrtc_builds.ahead(program)

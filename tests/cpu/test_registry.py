@@ -72,9 +72,7 @@ def test_entries_match_the_source(name):
 
 
 def copy_program(arch: int) -> nvrtc_builds.Build:
-    """``compile_family`` of every copy instantiation (with ``CHECK``)."""
-    return nvrtc_builds.family_build("copy", FAMILIES["copy"].all_expressions(), arch,
-                                     nvrtc_builds.CHECK)
+    return nvrtc_builds.check_build("copy", arch)
 
 
 @nvrtc_builds.ahead(copy_program)

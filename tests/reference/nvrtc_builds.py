@@ -32,8 +32,8 @@ from pathlib import Path
 from tenferro_cuda import _nvrtc
 from tenferro_cuda.kernels.registry import family
 
-__all__ = ["Build", "family_build", "nvrtc_build", "source_build", "ahead", "prefetch", "get",
-           "shutdown"]
+__all__ = ["Build", "family_build", "check_build", "nvrtc_build", "source_build", "ahead",
+           "prefetch", "get", "shutdown"]
 
 
 CHECK = ("--Ofast-compile=mid",)
@@ -59,6 +59,12 @@ def family_build(name: str, expressions: Iterable[str], arch: int,
     """What ``compile_family(name, expressions, arch)`` gives with an empty cache (with
     ``extra`` options added, as ``compile_cached`` adds them)."""
     return Build(name, tuple(expressions), arch, tuple(extra))
+
+
+def check_build(name: str, arch: int) -> Build:
+    """What the compile checks compile: every registered instantiation of family ``name``
+    for ``arch``, with ``CHECK``."""
+    return family_build(name, family(name).all_expressions(), arch, CHECK)
 
 
 def nvrtc_build(name: str, expressions: Iterable[str], options: Iterable[str], *,
