@@ -82,6 +82,7 @@ __global__ void __launch_bounds__(256)
 arg_reduce(const In* __restrict__ in, const i64* __restrict__ in_idx, Layout kept, I n,
            i64 st, I chunk, I nchunks, I nout, int group,
            typename Op::V* __restrict__ part_val, i64* __restrict__ out_idx) {
+  tf::grid_wait();
   typedef typename Op::V V;
   __shared__ V sv[32];
   __shared__ i64 si[32];

@@ -76,6 +76,7 @@ template <class M>
 __global__ void __launch_bounds__(256)
 flat_partials(const typename M::value* __restrict__ a, const typename M::value* __restrict__ b,
               u64 n, u64 chunk, typename M::acc* __restrict__ partials) {
+  tf::grid_wait();
   typedef typename M::value T;
   typedef typename M::acc A;
   typedef rd::vec16<T> Vec;
@@ -122,6 +123,7 @@ template <class M>
 __global__ void __launch_bounds__(256)
 flat_finish(const typename M::acc* __restrict__ partials, u32 n,
             typename M::out* __restrict__ out) {
+  tf::grid_wait();
   typedef typename M::acc A;
   __shared__ __align__(16) unsigned char smem[32 * sizeof(A)];
   A s = rd::num<A>::zero();
@@ -133,6 +135,7 @@ flat_finish(const typename M::acc* __restrict__ partials, u32 n,
 template <class T>
 __global__ void axpby_contig(T* __restrict__ y, const T* __restrict__ x, T alpha, T beta,
                              int beta_zero, u64 n) {
+  tf::grid_wait();
   typedef rd::vec16<T> Vec;
   constexpr int V = Vec::n;
   const u64 nv = n / V;
@@ -156,6 +159,7 @@ __global__ void axpby_contig(T* __restrict__ y, const T* __restrict__ x, T alpha
 template <class T, class I>
 __global__ void axpby_strided(T* __restrict__ y, Layout yl, const T* __restrict__ x, Layout xl,
                               T alpha, T beta, int beta_zero, I n) {
+  tf::grid_wait();
   const I stride = (I)gridDim.x * blockDim.x;
   for (I i = (I)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
     i64 oy, ox;

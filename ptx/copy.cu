@@ -20,6 +20,7 @@ template <class R> __device__ __forceinline__ complex<R> scale_value(complex<R> 
 
 template <class S>
 __global__ void fill(S* __restrict__ out, S value, i64 n) {
+  tf::grid_wait();
   i64 stride = (i64)gridDim.x * blockDim.x;
   for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) out[i] = value;
 }
@@ -27,6 +28,7 @@ __global__ void fill(S* __restrict__ out, S value, i64 n) {
 template <class S, class I>
 __global__ void strided_copy(S* __restrict__ dst, Layout dl, const S* __restrict__ src,
                              Layout sl, I n) {
+  tf::grid_wait();
   I stride = (I)gridDim.x * blockDim.x;
   for (I i = (I)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
     i64 od, os;
@@ -42,6 +44,7 @@ namespace tf {
 // x[i] *= factor in place over a strided layout, arithmetic in the compute type.
 template <class T, class I>
 __global__ void scale_inplace(T* __restrict__ x, Layout l, T factor, I n) {
+  tf::grid_wait();
   I stride = (I)gridDim.x * blockDim.x;
   for (I i = (I)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
     T& v = x[offset_of<I>(l, i)];

@@ -10,6 +10,7 @@ namespace tf {
 
 template <class T, class I>
 __global__ void iota(T* __restrict__ out, I inner, I extent, I n) {
+  tf::grid_wait();
   const I stride = (I)gridDim.x * blockDim.x;
   for (I i = (I)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
     out[i] = convert<T>((i64)((i / inner) % extent));

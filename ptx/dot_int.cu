@@ -29,6 +29,7 @@ dot_int(T* __restrict__ out, const T* __restrict__ lhs, const T* __restrict__ rh
         i64 batch, i64 m, i64 n, i64 k,
         i64 lb, i64 lm, i64 lk, i64 rb, i64 rk, i64 rn, i64 ob, i64 om, i64 on,
         typename dot_acc<T>::type alpha, typename dot_acc<T>::type beta, int beta_zero) {
+  tf::grid_wait();
   typedef typename dot_acc<T>::type A;
   __shared__ A As[TF_DOT_BK][TF_DOT_BM + 1];
   __shared__ A Bs[TF_DOT_BK][TF_DOT_BN + 1];

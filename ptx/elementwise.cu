@@ -20,6 +20,7 @@ __global__ void __launch_bounds__(TF_EW_BLOCK)
 ew_contig(typename sig<Op, T>::R* __restrict__ out, const typename sig<Op, T>::A* a,
           const typename sig<Op, T>::B* b, const typename sig<Op, T>::C* c, u32 n, int flags,
           int* err, int code, u64 ha, u64 hb, u64 hc) {
+  tf::grid_wait();
   const Err e{err, code};
   contig_body<Op, T, u32>(out, a, b, c, n, flags, e, Words{{ha, hb, hc}});
 }
@@ -29,6 +30,7 @@ __global__ void __launch_bounds__(TF_EW_BLOCK)
 ew_small(typename sig<Op, T>::R* __restrict__ out, const typename sig<Op, T>::A* a,
          const typename sig<Op, T>::B* b, const typename sig<Op, T>::C* c, u32 n, int flags,
          int* err, int code, u64 ha, u64 hb, u64 hc) {
+  tf::grid_wait();
   const Err e{err, code};
   small_body<Op, T>(out, a, b, c, n, flags, e, Words{{ha, hb, hc}});
 }
@@ -39,6 +41,7 @@ ew_strided(typename sig<Op, T>::R* __restrict__ out, Layout lo, const typename s
            Layout la, const typename sig<Op, T>::B* b, Layout lb,
            const typename sig<Op, T>::C* c, Layout lc, u32 n, int mode, int* err, int code,
            u64 ha, u64 hb, u64 hc) {
+  tf::grid_wait();
   const Err e{err, code};
   const Words hi{{ha, hb, hc}};
   if (mode & 1) tiled_body<Op, T>(out, lo, a, la, b, lb, c, lc, mode, e, hi);
@@ -51,6 +54,7 @@ ew_bcast(typename sig<Op, T>::R* __restrict__ out, Layout lo, const typename sig
          Layout la, const typename sig<Op, T>::B* b, Layout lb,
          const typename sig<Op, T>::C* c, Layout lc, u32 n, int flags, int* err, int code,
          u64 ha, u64 hb, u64 hc) {
+  tf::grid_wait();
   const Err e{err, code};
   bcast_body<Op, T>(out, lo, a, la, b, lb, c, lc, n, flags, e, Words{{ha, hb, hc}});
 }

@@ -27,6 +27,7 @@ __global__ void __launch_bounds__(256, 4) gather_scalar(S* __restrict__ out,
                                                         const S* __restrict__ operand,
                                                         i64 base, const void* __restrict__ idx,
                                                         IndexMap m, i64 n) {
+  tf::grid_wait();
   constexpr int UN = sizeof(S) >= 16 ? GATHER_UNROLL / 2 : GATHER_UNROLL;
   const i64 tile = (i64)blockDim.x * UN;
   const i64 hi = m.hi[0], stride = m.stride[0];
@@ -75,6 +76,7 @@ __global__ void __launch_bounds__(256) gather_rows(U* __restrict__ out,
                                                    Layout bb, const void* __restrict__ idx,
                                                    IndexMap m, i64 rows, i64 units,
                                                    int group) {
+  tf::grid_wait();
   const int lane = threadIdx.x & (group - 1);
   const i64 first = ((i64)blockIdx.x * blockDim.x + threadIdx.x) / group;
   const i64 groups = ((i64)gridDim.x * blockDim.x) / group;
@@ -106,6 +108,7 @@ __global__ void __launch_bounds__(256) gather_general(S* __restrict__ out,
                                                       Geometry g,
                                                       const void* __restrict__ idx, IndexMap m,
                                                       I n) {
+  tf::grid_wait();
   const I stride = (I)gridDim.x * blockDim.x;
   for (I i = (I)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
     i64 a, b, c;
@@ -148,6 +151,7 @@ __global__ void __launch_bounds__(PART_BLOCK, 4) gather_split(S* __restrict__ ou
                                                            u32 shift, u32 chunks,
                                                            unsigned short* __restrict__ pos,
                                                            u32* __restrict__ offs) {
+  tf::grid_wait();
   constexpr int R = part_rows<S>::value, PER = R / PART_BLOCK;
   __shared__ u32 cnt[PART_CHUNKS_MAX + 1];
   __shared__ u32 skey[R];
@@ -231,6 +235,7 @@ __global__ void __launch_bounds__(PART_BLOCK) gather_chunks(S* out, const S* __r
                                                             u32 shift, u32 chunks, u32 nb,
                                                             const u32* __restrict__ offs,
                                                             u32* counter) {
+  tf::grid_wait();
   constexpr int R = part_rows<S>::value;
   __shared__ u32 item;
   const u32 groups = (nb + PART_ITEM - 1) / PART_ITEM;
@@ -269,6 +274,7 @@ template <class S>
 __global__ void __launch_bounds__(PART_BLOCK) gather_place(S* __restrict__ out,
                                                            const unsigned short* __restrict__ pos,
                                                            i64 n) {
+  tf::grid_wait();
   constexpr int R = part_rows<S>::value;
   __shared__ S tile[R];
   const i64 b0 = (i64)blockIdx.x * R;

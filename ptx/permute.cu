@@ -55,6 +55,7 @@ __device__ __forceinline__ void store_run(S* __restrict__ dst, I dof, I c,
 template <class S, int V, class I>
 __global__ void __launch_bounds__(TF_PERM_THREADS)
 permute_rows(S* __restrict__ dst, const S* __restrict__ src, const RowPlan<I> p) {
+  tf::grid_wait();
   typedef typename lanes<S, V>::W W;
   const int lg = p.tpr_log2;
   const I tpr = (I)1 << lg;
@@ -179,6 +180,7 @@ __device__ __forceinline__ void tile_edge(S* __restrict__ dst, const S* __restri
 template <class S, int V, int T, class I>
 __global__ void __launch_bounds__(TF_PERM_THREADS)
 permute_tiled(S* __restrict__ dst, const S* __restrict__ src, const TilePlan<I> p) {
+  tf::grid_wait();
   typedef typename lanes<S, V>::W W;
   static_assert(T % V == 0 && ((T / V) & (T / V - 1)) == 0, "T / V must be a power of 2");
   static_assert((T / V) * (T / V) % TF_PERM_THREADS == 0, "tile blocks must fill the threads");

@@ -145,6 +145,7 @@ template <class Op, class In, class Out, class I>
 __global__ void __launch_bounds__(256)
 reduce_rows(const In* __restrict__ in, Layout kept, Layout outer, I run, i64 run_stride,
             I total, I chunk, I nchunks, I nitems, int group, int flat, Out* __restrict__ out) {
+  tf::grid_wait();
   typedef typename Op::acc A;
   __shared__ __align__(16) unsigned char smem[32 * sizeof(A)];
   const I g = (I)group;
@@ -171,6 +172,7 @@ __global__ void __launch_bounds__(256)
 reduce_cols(const In* __restrict__ in, Layout oin, Layout oout, Layout outer, I run, i64 rs,
             I ncols, i64 col_in, i64 col_out, I total, I chunk, I nitems, i64 plane, int vec,
             Out* __restrict__ out) {
+  tf::grid_wait();
   constexpr int V = rd::vec16<In>::n;
   const I s = (I)blockIdx.y * blockDim.y + threadIdx.y;
   const I r0 = s * chunk;

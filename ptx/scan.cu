@@ -80,6 +80,7 @@ __global__ void __launch_bounds__(256)
 scan_rows(const In* in, Layout rin, i64 st_in, Out* out, Layout rout, i64 st_out, I n,
           I ntiles, I nitems, int seg, int chain, const P* carry, i64 crs, i64 cts,
           P* totals, i64 trs, i64 tts) {
+  tf::grid_wait();
   typedef typename Op::acc A;
   __shared__ __align__(16) unsigned char raw[(TF_SCAN_TILE + TF_SCAN_TILE / 32) * sizeof(A)];
   __shared__ __align__(16) unsigned char raw_w[16 * sizeof(A)];
@@ -154,6 +155,7 @@ template <class Op, class In, class Out, class P, class I>
 __global__ void __launch_bounds__(256)
 scan_cols(const In* in, Layout rin, i64 st_in, Out* out, Layout rout, i64 st_out, I n,
           I chunk, I m, const P* carry, i64 crs, i64 cts, P* totals, i64 trs, i64 tts) {
+  tf::grid_wait();
   typedef typename Op::acc A;
   const I t = (I)blockIdx.y * blockDim.y + threadIdx.y;
   const I j0 = t * chunk;

@@ -184,6 +184,7 @@ __global__ void __launch_bounds__(256, 4) scatter_scalar(T* out, const T* __rest
                                                          const void* __restrict__ idx,
                                                          IndexMap m, i64 n, void* winner,
                                                          int wide_key) {
+  tf::grid_wait();
   const i64 tile = (i64)blockDim.x * SCATTER_UNROLL;
   const i64 hi = m.hi[0], stride = m.stride[0];
   for (i64 t0 = (i64)blockIdx.x * tile + threadIdx.x; t0 < n; t0 += (i64)gridDim.x * tile) {
@@ -281,6 +282,7 @@ template <class T>
 __global__ void __launch_bounds__(256) scatter_add(T* out, const T* __restrict__ upd,
                                                    const void* __restrict__ idx, IndexMap m,
                                                    i64 n, int vec, int keep) {
+  tf::grid_wait();
   if (keep) add_loop<T, true>(out, upd, idx, m, n, vec);
   else add_loop<T, false>(out, upd, idx, m, n, vec);
 }
@@ -290,6 +292,7 @@ __global__ void __launch_bounds__(256) scatter_add(T* out, const T* __restrict__
 // kernel's data in L2 until they are evicted or demoted (the H200 experiment demotes them
 // the same way before timing anything else).
 __global__ void __launch_bounds__(256) scatter_l2_normal(const char* p, i64 nbytes) {
+  tf::grid_wait();
 #if __CUDA_ARCH__ >= 800
   const u64 g = (u64)__cvta_generic_to_global(p);
   const u64 end = g + (u64)nbytes, step = (u64)gridDim.x * blockDim.x * 128;
@@ -306,6 +309,7 @@ __global__ void __launch_bounds__(256, 4) scatter_general(T* out, const T* __res
                                                        Geometry g,
                                                        const void* __restrict__ idx, IndexMap m,
                                                        I n, void* winner, int wide_key) {
+  tf::grid_wait();
   constexpr bool KEY = OP == OP_CLAIM || OP == OP_COMMIT;
   const I stride = (I)gridDim.x * blockDim.x;
   for (I i = (I)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {

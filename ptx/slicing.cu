@@ -53,6 +53,7 @@ __global__ void __launch_bounds__(256, 3) copy_rows(U* dst, Layout dl,
                                                     i64 rows, i64 cols, i64 dinc, i64 sinc,
                                                     const void* __restrict__ starts, IndexMap m,
                                                     int dyn_dst) {
+  tf::grid_wait();
   constexpr int UN = rows_unroll<U>::value;
   const i64 shift = clamped_start(m, starts, 0);
   const i64 tile = (i64)blockDim.x * UN;
@@ -84,6 +85,7 @@ __global__ void __launch_bounds__(256) copy_elems(U* dst, Layout dl, const U* __
                                                   Layout sl, I n,
                                                   const void* __restrict__ starts, IndexMap m,
                                                   int dyn_dst) {
+  tf::grid_wait();
   const i64 shift = clamped_start(m, starts, 0);
   const i64 dshift = dyn_dst ? shift : 0, sshift = dyn_dst ? 0 : shift;
   const I stride = (I)gridDim.x * blockDim.x;
@@ -124,6 +126,7 @@ __device__ __forceinline__ bool pad_row(const PadMap& p, i64 r, i64 rows, i64& o
 template <class S>
 __global__ void __launch_bounds__(256) pad_rows(S* __restrict__ out, const S* __restrict__ src,
                                                 PadMap p, i64 rows, S value) {
+  tf::grid_wait();
   constexpr int UN = rows_unroll<S>::value;
   const i64 cols = p.shape[PAD_LAST], lo = p.lo[PAD_LAST], step = p.step[PAD_LAST],
             ext = p.ext[PAD_LAST], inc = p.stride[PAD_LAST];
@@ -153,6 +156,7 @@ __global__ void __launch_bounds__(256) pad_rows(S* __restrict__ out, const S* __
 template <class S, class I>
 __global__ void __launch_bounds__(256) pad_elems(S* __restrict__ out, const S* __restrict__ src,
                                                  PadMap p, I n, S value) {
+  tf::grid_wait();
   const I cols = (I)p.shape[PAD_LAST];
   const i64 rows = (i64)(n / cols);
   const I stride = (I)gridDim.x * blockDim.x;

@@ -72,6 +72,7 @@ template <class Pol, class I>
 __global__ void __launch_bounds__(256)
 sort_small(const typename Pol::K* in, Layout rin, i64 st_in, typename Pol::K* out,
            i64* idx, Layout rout, i64 st_out, I n, I m, int logp, int logt, int desc) {
+  tf::grid_wait();
   typedef typename Pol::K K;
   __shared__ K sk[TF_SORT_SMALL];
   __shared__ u32 sp[TF_SORT_SMALL];
@@ -126,6 +127,7 @@ template <class Pol>
 __global__ void __launch_bounds__(256)
 radix_hist(const typename Pol::K* keys, u32 n, u32 bpr, u32 span, u32 nitems, int shift,
            int desc, u32* counts) {
+  tf::grid_wait();
   __shared__ u32 h[8][256];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   for (u32 item = blockIdx.x; item < nitems; item += gridDim.x) {
@@ -169,6 +171,7 @@ __global__ void __launch_bounds__(256, 3)
 radix_scatter(const typename Pol::K* kin, const u32* iin, typename Pol::K* kout, u32* iout,
               i64* iout64, u32 n, u32 bpr, u32 span, u32 nitems, int shift, int desc,
               const u32* offs) {
+  tf::grid_wait();
   typedef typename Pol::K K;
   enum { ITEMS = st::radix_items<K>::n, TILE = 256 * ITEMS };
   __shared__ K sk[TILE];

@@ -10,6 +10,7 @@ namespace tf {
 template <class S, class I>
 __global__ void __launch_bounds__(256)
 tri_copy(S* __restrict__ dst, const S* __restrict__ src, const TriPlan<I> p) {
+  tf::grid_wait();
   const I stride = (I)gridDim.x * blockDim.x;
   const I start = (I)blockIdx.x * blockDim.x + threadIdx.x;
   for (u64 i64_ = start; i64_ < (u64)p.n; i64_ += stride) {

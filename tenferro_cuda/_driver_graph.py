@@ -11,19 +11,22 @@ struct objects do not expose. Handles are plain ints. Every call returns the CUr
 from __future__ import annotations
 
 import ctypes
-from ctypes import POINTER, c_int, c_size_t, c_uint, c_void_p
+from ctypes import POINTER, c_int, c_size_t, c_ubyte, c_uint, c_void_p
 from typing import Any
 
 from . import _driver
 
 __all__ = ["KernelNodeParams", "Memcpy3D", "MemsetParams", "lib", "call", "begin_capture",
            "end_capture", "instantiate", "graph_nodes", "node_type", "param_sizes",
-           "NODE_KERNEL", "NODE_MEMCPY", "NODE_MEMSET", "CAPTURE_INVALIDATED"]
+           "kernel_function", "graph_edges", "make_edges_programmatic", "NODE_KERNEL",
+           "NODE_MEMCPY", "NODE_MEMSET", "CAPTURE_INVALIDATED"]
 
 CAPTURE_MODE_RELAXED = 2
 NODE_KERNEL, NODE_MEMCPY, NODE_MEMSET = 0, 1, 2
 CAPTURE_INVALIDATED = 901  # CUDA_ERROR_STREAM_CAPTURE_INVALIDATED
 _INVALID_VALUE = 1
+PORT_PROGRAMMATIC = 1  # CU_GRAPH_KERNEL_NODE_PORT_PROGRAMMATIC
+DEPENDENCY_PROGRAMMATIC = 1  # CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC
 
 
 class KernelNodeParams(ctypes.Structure):
@@ -55,6 +58,13 @@ class MemsetParams(ctypes.Structure):
                 ("element_size", c_uint), ("width", c_size_t), ("height", c_size_t)]
 
 
+class EdgeData(ctypes.Structure):
+    """CUgraphEdgeData (all zero: a full dependency with memory visibility)."""
+
+    _fields_ = [("from_port", c_ubyte), ("to_port", c_ubyte), ("type", c_ubyte),
+                ("reserved", c_ubyte * 5)]
+
+
 _lib: Any = None
 _SIGNATURES = {
     "cuStreamBeginCapture_v2": (c_void_p, c_int),
@@ -75,6 +85,13 @@ _SIGNATURES = {
     "cuFuncGetParamInfo": (c_void_p, c_size_t, POINTER(c_size_t), POINTER(c_size_t)),
     "cuKernelGetParamInfo": (c_void_p, c_size_t, POINTER(c_size_t), POINTER(c_size_t)),
 }
+_NODES = POINTER(c_void_p)
+# Edge data came with CUDA 12.3; a driver without these calls keeps every edge as it is.
+_OPTIONAL = {
+    "cuGraphGetEdges_v2": (c_void_p, _NODES, _NODES, POINTER(EdgeData), POINTER(c_size_t)),
+    "cuGraphRemoveDependencies_v2": (c_void_p, _NODES, _NODES, POINTER(EdgeData), c_size_t),
+    "cuGraphAddDependencies_v2": (c_void_p, _NODES, _NODES, POINTER(EdgeData), c_size_t),
+}
 
 
 def lib() -> Any:
@@ -86,6 +103,10 @@ def lib() -> Any:
         for name, argtypes in _SIGNATURES.items():
             fn = getattr(cuda, name)
             fn.argtypes, fn.restype = argtypes, c_int
+        for name, argtypes in _OPTIONAL.items():
+            fn = getattr(cuda, name, None)
+            if fn is not None:
+                fn.argtypes, fn.restype = argtypes, c_int
         _lib = cuda
     return _lib
 
@@ -154,3 +175,57 @@ def param_sizes(params: KernelNodeParams) -> list[int]:
         if status:
             raise _driver.error_for("cuFuncGetParamInfo", status)
         sizes.append(size.value)
+
+
+def kernel_function(node: int) -> int:
+    """The CUfunction handle a kernel node launches (0 for a CUkernel's node)."""
+    params = KernelNodeParams()
+    call("cuGraphKernelNodeGetParams_v2", node, ctypes.byref(params))
+    return params.func or 0
+
+
+def graph_edges(graph: int) -> list[tuple[int, int, EdgeData]]:
+    """The edges of ``graph`` as (from node, to node, edge data); empty when the driver
+    has no edge data."""
+    get = getattr(lib(), "cuGraphGetEdges_v2", None)
+    if get is None:
+        return []
+    count = c_size_t(0)
+    status = get(graph, None, None, None, ctypes.byref(count))
+    if status:
+        raise _driver.error_for("cuGraphGetEdges", status)
+    n = count.value
+    if not n:
+        return []  # (asked for 0 edges into arrays, the driver answers INVALID_VALUE)
+    sources, targets, data = (c_void_p * n)(), (c_void_p * n)(), (EdgeData * n)()
+    status = get(graph, sources, targets, data, ctypes.byref(count))
+    if status:
+        raise _driver.error_for("cuGraphGetEdges", status)
+    return [(sources[i] or 0, targets[i] or 0, data[i]) for i in range(min(n, count.value))]
+
+
+def make_edges_programmatic(graph: int, edges: list[tuple[int, int]]) -> bool:
+    """Replace the plain edges ``edges`` (from, to) of ``graph`` by programmatic ones: the
+    downstream kernel may be launched while the upstream one finishes and waits for it
+    itself (``tf::grid_wait``). False, with the graph as it was, when the driver cannot."""
+    cuda = lib()
+    remove = getattr(cuda, "cuGraphRemoveDependencies_v2", None)
+    add = getattr(cuda, "cuGraphAddDependencies_v2", None)
+    if not edges or remove is None or add is None:
+        return False
+    n = len(edges)
+    sources = (c_void_p * n)(*[a for a, _ in edges])
+    targets = (c_void_p * n)(*[b for _, b in edges])
+    plain = (EdgeData * n)()
+    status = remove(graph, sources, targets, plain, n)
+    if status:
+        raise _driver.error_for("cuGraphRemoveDependencies", status)
+    programmatic = (EdgeData * n)()
+    for edge in programmatic:
+        edge.from_port, edge.type = PORT_PROGRAMMATIC, DEPENDENCY_PROGRAMMATIC
+    if add(graph, sources, targets, programmatic, n) == 0:
+        return True
+    status = add(graph, sources, targets, plain, n)  # put the plain edges back
+    if status:
+        raise _driver.error_for("cuGraphAddDependencies", status)
+    return False

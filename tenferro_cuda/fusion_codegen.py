@@ -82,6 +82,7 @@ $body
 __global__ void __launch_bounds__($block) kernel(
     $params,
     tf::u32 n, int flags, int* err, int code_div, int code_pow) {
+  tf::grid_wait();
   const tf::Err ed{err, code_div};
   const tf::Err ep{err, code_pow};
   const tf::u32 nthreads = gridDim.x * blockDim.x;

@@ -36,6 +36,7 @@ from .exec import entry, guard
 from .exec.aliasing import byte_range, check_writable
 from .exec.capture import CaptureState, GraphMemory, refused
 from .exec.residency import resident
+from .graph_edges import make_programmatic
 from .graph_rebind import Executables, check_placement, sites_of, written_keys
 from .memo import BoundedCache
 from .tensor import Tensor, _Strided
@@ -371,6 +372,8 @@ class CaptureScope(Authority):
             return
         try:
             state.memory.settle("capture")
+            if ctx.runtime.programmatic_edges:
+                make_programmatic(handle, ctx.runtime.waiting_functions)
             exe = dg.instantiate(handle, "capture")
         except BaseException:
             dg.lib().cuGraphDestroy(handle)

@@ -18,6 +18,7 @@ import hashlib
 import itertools
 import os
 import threading
+from typing import Any
 
 from . import _driver
 from .authority import Authority
@@ -83,7 +84,12 @@ class CudaRuntime(Authority):
         self._lock = threading.RLock()
         self._tls = threading.local()
         self._contexts: list[ExecContext] = []
-        self._functions: dict[tuple[str, str, tuple[str, ...]], object] = {}
+        self._functions: dict[tuple[str, str, tuple[str, ...]], Any] = {}
+        # The handles (ints) of the loaded functions whose kernels begin with
+        # tf::grid_wait (the families' and fusion's, never a user's): in a captured graph
+        # the edges into them may be programmatic, on sm_90 and later (graph_edges.py).
+        self.waiting_functions: set[int] = set()
+        self.programmatic_edges = self.info.compute_capability >= (9, 0)
         self._modules: list[object] = []
         self._images: dict[bytes, object] = {}  # sha256 of an image -> its module (raw)
         self.resources: BoundedCache = BoundedCache(RESOURCE_LIMIT)  # RawSession.resource
@@ -181,23 +187,28 @@ class CudaRuntime(Authority):
             if fn is None:
                 prog = compile_family(family, (expression,), self.info.arch)
                 fn = self._load_function(prog, expression, family)
+                self.waiting_functions.add(int(fn))  # (every family kernel waits)
                 self._functions[key] = fn
         return fn
 
     def function_from_source(self, source: str, name: str, expression: str,
-                             extra_options: tuple[str, ...] = (), op: str = ""):
-        """The CUfunction of ``expression`` in a generated source (fusion, extensions)."""
+                             extra_options: tuple[str, ...] = (), op: str = "",
+                             waits: bool = False):
+        """The CUfunction of ``expression`` in a generated source (fusion, extensions).
+        ``waits``: the library generated the source, and its kernel begins with
+        ``tf::grid_wait`` (``waiting_functions``)."""
         key = ("<source>", source, (expression, *extra_options))
         fn = self._functions.get(key)
-        if fn is not None:
-            return fn
-        with self._lock:
-            fn = self._functions.get(key)  # another thread may have loaded it meanwhile
-            if fn is None:
-                prog = compile_cached(source, name, (expression,), self.info.arch,
-                                      extra_options, op=op)
-                fn = self._load_function(prog, expression, op)
-                self._functions[key] = fn
+        if fn is None:
+            with self._lock:
+                fn = self._functions.get(key)  # another thread may have loaded it meanwhile
+                if fn is None:
+                    prog = compile_cached(source, name, (expression,), self.info.arch,
+                                          extra_options, op=op)
+                    fn = self._load_function(prog, expression, op)
+                    self._functions[key] = fn
+        if waits:
+            self.waiting_functions.add(int(fn))
         return fn
 
     def _load_function(self, prog, expression: str, op: str):

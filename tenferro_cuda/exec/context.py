@@ -55,6 +55,8 @@ class Runtime(Protocol):
     info: CudaDeviceInfo
     pool: MemoryPool
     resources: BoundedCache
+    waiting_functions: set[int]  # kernels that begin with tf::grid_wait (graph_edges.py)
+    programmatic_edges: bool  # sm_90 or later: captured graphs get programmatic edges
 
     def check_alive(self, op: str = "") -> None: ...
 
@@ -66,7 +68,8 @@ class Runtime(Protocol):
                  extra_options: tuple[str, ...] = ()) -> Any: ...
 
     def function_from_source(self, source: str, name: str, expression: str,
-                             extra_options: tuple[str, ...] = (), op: str = "") -> Any: ...
+                             extra_options: tuple[str, ...] = (), op: str = "",
+                             waits: bool = False) -> Any: ...
 
 
 class ExecContext(Authority):
@@ -179,9 +182,12 @@ class ExecContext(Authority):
         return self.runtime.function(family, expression)
 
     def source_function(self, source: str, name: str, expression: str,
-                        options: tuple[str, ...] = (), op: str = "") -> Any:
-        """The loaded CUfunction of ``expression`` in a generated source (fusion)."""
-        return self.runtime.function_from_source(source, name, expression, options, op=op)
+                        options: tuple[str, ...] = (), op: str = "",
+                        waits: bool = False) -> Any:
+        """The loaded CUfunction of ``expression`` in a generated source (fusion: ``waits``,
+        its kernel begins with ``tf::grid_wait``; an extension's: not)."""
+        return self.runtime.function_from_source(source, name, expression, options, op=op,
+                                                 waits=waits)
 
     def prepare(self, key: Any, fn: Any, codes: str, *, block: tuple[int, int, int] = (
             BLOCK, 1, 1), shared: int = 0, tail: tuple = (), op: str = "") -> PreparedLaunch:

@@ -50,9 +50,11 @@ class _Context(FakeContext):
         super().__init__(HostMemory(), None, real_launches=True)
         self.stream = object()
         self.sources: dict[str, str] = {}
+        self.waits: set[bool] = set()
 
-    def source_function(self, source, name, expression, options=(), op=""):
+    def source_function(self, source, name, expression, options=(), op="", waits=False):
         self.sources.setdefault(expression, source)
+        self.waits.add(waits)
         return expression
 
 
@@ -154,3 +156,12 @@ def test_generated_kernels_match_numpy(s, name, dtype, layout):
         got = host_download(f)
         assert got.dtype == w.dtype and got.shape == w.shape
         assert close(got, w, exact) is None, f"output {k}: {close(got, w, exact)}"
+
+
+def test_fused_kernels_are_loaded_as_waiting_ones(monkeypatch):
+    """Fusion's kernels begin with tf::grid_wait, and the runtime is told so (the edges
+    into them may be programmatic in a captured graph: graph_edges.py)."""
+    ctx = _Context()
+    monkeypatch.setattr(launch_mod, "_launch", lambda *args: (0,))
+    _run(FakeSession(ctx, fusion.METHODS), *CASES[0], LAYOUTS[0])
+    assert ctx.sources and ctx.waits == {True}

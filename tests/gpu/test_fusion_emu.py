@@ -65,7 +65,7 @@ class Context(FakeContext):
     def allocs(self) -> int:
         return self.home.allocations
 
-    def source_function(self, source, name, expression, options=(), op=""):
+    def source_function(self, source, name, expression, options=(), op="", waits=False):
         self.sources.append((source, name, expression))
         return Kernel(source, expression)
 

@@ -188,7 +188,7 @@ class FakeContext:
     def function(self, family: str, expression: str) -> str:
         return expression
 
-    def source_function(self, source, name, expression, options=(), op=""):
+    def source_function(self, source, name, expression, options=(), op="", waits=False):
         return expression
 
     def prepare(self, key, fn, codes, *, block=(256, 1, 1), shared=0, tail=(), op=""):

@@ -127,6 +127,8 @@ class FakeRuntime:
         self.context, self.context_id = context, int(context)
         self.ordinal = 0
         self.info = SimpleNamespace(name="fake")
+        self.programmatic_edges = False  # (no driver graph to rewrite: graph_edges.py)
+        self.waiting_functions: set[int] = set()
         self._make = make_context or _plain_context
         self._tls = threading.local()
 

@@ -68,6 +68,8 @@ def driver(monkeypatch):
 
 class FakeRuntime:
     identity = SimpleNamespace(serial=1)
+    programmatic_edges = False  # (graph_edges.py: no driver graph to rewrite here)
+    waiting_functions: frozenset[int] = frozenset()
 
     def check_alive(self, op):
         pass

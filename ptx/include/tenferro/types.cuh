@@ -16,6 +16,17 @@ typedef unsigned int u32;
 typedef long long i64;
 typedef unsigned long long u64;
 
+// The first statement of every library kernel (docs/graphs.md, "Programmatic edges"): in
+// a replayed graph, an edge from another kernel into this one may be programmatic (sm_90
+// and later), so that this grid is launched while its predecessor finishes; this waits
+// until every predecessor grid has completed and its writes are visible. A kernel
+// launched any other way returns from it at once. Nothing may touch memory before it.
+__device__ __forceinline__ void grid_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
 struct __align__(2) half { unsigned short bits; };
 struct __align__(16) b128 { u64 lo, hi; };  // 16-byte storage unit
 struct __align__(2) bfloat16 { unsigned short bits; };

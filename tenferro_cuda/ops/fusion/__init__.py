@@ -182,7 +182,8 @@ def _prepare(ctx: ExecContext, entry: FusionEntry, plan: ElementwiseFusionPlan,
         return prep
     spec = spec_for(typed, w.classes, w.path)
     gen = generate(spec)
-    fn = ctx.source_function(gen.source, gen.name, gen.expression, OPTIONS, op=OP)
+    fn = ctx.source_function(gen.source, gen.name, gen.expression, OPTIONS, op=OP,
+                             waits=True)
     prep = FusionPrep()
     prep.fn, prep.contig, prep.nin, prep.hot = fn, w.contig, len(dtypes), None
     prep.hot_unused = ()
