@@ -18,8 +18,8 @@ from . import _driver
 
 __all__ = ["KernelNodeParams", "Memcpy3D", "MemsetParams", "lib", "call", "begin_capture",
            "end_capture", "instantiate", "graph_nodes", "node_type", "param_sizes",
-           "kernel_function", "graph_edges", "make_edges_programmatic", "NODE_KERNEL",
-           "NODE_MEMCPY", "NODE_MEMSET", "CAPTURE_INVALIDATED"]
+           "kernel_params", "kernel_function", "graph_edges", "make_edges_programmatic",
+           "NODE_KERNEL", "NODE_MEMCPY", "NODE_MEMSET", "CAPTURE_INVALIDATED"]
 
 CAPTURE_MODE_RELAXED = 2
 NODE_KERNEL, NODE_MEMCPY, NODE_MEMSET = 0, 1, 2
@@ -177,11 +177,16 @@ def param_sizes(params: KernelNodeParams) -> list[int]:
         sizes.append(size.value)
 
 
-def kernel_function(node: int) -> int:
-    """The CUfunction handle a kernel node launches (0 for a CUkernel's node)."""
+def kernel_params(node: int) -> KernelNodeParams:
+    """The parameters of a kernel node (its function, geometry, argument pointers)."""
     params = KernelNodeParams()
     call("cuGraphKernelNodeGetParams_v2", node, ctypes.byref(params))
-    return params.func or 0
+    return params
+
+
+def kernel_function(node: int) -> int:
+    """The CUfunction handle a kernel node launches (0 for a CUkernel's node)."""
+    return kernel_params(node).func or 0
 
 
 def graph_edges(graph: int) -> list[tuple[int, int, EdgeData]]:

@@ -51,8 +51,7 @@ class _Kernel:
 
     def __init__(self, node: int) -> None:
         self.node = node
-        self.params = dg.KernelNodeParams()
-        dg.call("cuGraphKernelNodeGetParams_v2", node, ctypes.byref(self.params))
+        self.params = dg.kernel_params(node)
         sizes = self.sizes = dg.param_sizes(self.params) if self.params.params else []
         self.buffers = [ctypes.create_string_buffer(
             ctypes.string_at(self.params.params[i], size), max(size, 8))
