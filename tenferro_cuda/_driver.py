@@ -1,4 +1,5 @@
-"""The only module that imports ``cuda.bindings.driver``.
+"""The module of ``cuda.bindings.driver`` (with ``_driver_memory``, and ``_driver_fast``
+for the calls of the hot paths).
 
 Contract: every driver call goes through ``check`` (or a wrapper here that uses it), which
 unpacks cuda-python's ``(status, *values)`` tuple and raises a typed error naming the API
@@ -192,14 +193,8 @@ primary_ctx_release = _checked("cuDevicePrimaryCtxRelease")  # (dev)
 ctx_get_current = _checked("cuCtxGetCurrent")  # ()
 
 
-# ``cuCtxGetCurrent()`` returning ``(CUresult, CUcontext)`` unchecked: the session
-# facade's per-op test (a failed call reads as context 0, never ours, and the facade's
-# slow path then asks again through ``current_context_id``, which raises).
-get_current_unchecked = _d.cuCtxGetCurrent
-
-
 def current_context_id() -> int:
-    """The calling thread's current context as an int (0 when none): the per-op check."""
+    """The calling thread's current context as an int (0 when none)."""
     status, ctx = _d.cuCtxGetCurrent()
     return _fail("cuCtxGetCurrent", status) if status else int(ctx)
 
@@ -333,18 +328,6 @@ def stream_wait_event(stream, event) -> None:
     check(_d.cuStreamWaitEvent(stream, event, 0), "cuStreamWaitEvent")
 
 
-def stream_order(event, producer, waiter) -> None:
-    """``waiter`` waits for the work enqueued so far on ``producer``: ``event`` is recorded
-    on ``producer`` and waited on by ``waiter`` (the wait holds that record; the event
-    may be recorded again at once)."""
-    status = _d.cuEventRecord(event, producer)[0]
-    if status:
-        _fail("cuEventRecord", status)
-    status = _d.cuStreamWaitEvent(waiter, event, 0)[0]
-    if status:
-        _fail("cuStreamWaitEvent", status)
-
-
 def stream_handle(value: int):
     """A CUstream for a raw handle value (for streams owned by others)."""
     return _d.CUstream(value)
@@ -385,12 +368,7 @@ def function_allow_dynamic_shared(fn, nbytes: int, op: str = "") -> None:
     check(_d.cuFuncSetAttribute(fn, attr, nbytes), "cuFuncSetAttribute", op)
 
 
-# ``cuLaunchKernel(fn, gx, gy, gz, bx, by, bz, shared, stream, params, 0)`` returning the
-# ``(CUresult,)`` tuple unchecked: used by ``kernels/launch.py`` alone, which checks it
-# through ``launch_failed`` (the launcher is the one path to the GPU).
-launch_unchecked = _d.cuLaunchKernel
-
-
 def launch_failed(status, op: str = "") -> None:
-    """Raise the typed error of a failed ``launch_unchecked``."""
+    """Raise the typed error of a failed launch (``_driver_fast.launch``, the launcher's
+    call: ``kernels/launch.py`` is the one path to the GPU)."""
     _fail("cuLaunchKernel", status, op)

@@ -43,7 +43,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from . import _driver, _driver_memory
+from . import _driver, _driver_fast, _driver_memory
 from .errors import RuntimeStateError, TenferroError
 from .exec import guard
 from .shapes import ADDRESS_LIMIT
@@ -138,7 +138,7 @@ def _order(events: list, waiter, producer) -> None:
     except IndexError:  # empty, or another thread took the last one
         event = _new_event()
     try:
-        _driver.stream_order(event, producer, waiter)
+        _driver_fast.order(event, producer, waiter)
     finally:
         if len(events) < POOL_LIMIT:
             events.append(event)

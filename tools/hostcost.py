@@ -19,7 +19,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import tenferro_cuda as tc  # noqa: E402
-from tenferro_cuda import _driver  # noqa: E402
+from tenferro_cuda import _driver, _driver_fast  # noqa: E402
 from tenferro_cuda.kernels.args import ArgPack  # noqa: E402
 
 
@@ -38,6 +38,8 @@ def per_call(fn, n: int = 20000) -> float:
 def main() -> None:
     from cuda.bindings import driver as d
 
+    print(f"launches through {_driver_fast.BINDINGS}")
+
     with tc.cuda_exec_session(0) as s:
         x = s.upload_host_tensor(np.ones(1024, np.float32))
         y = s.upload_host_tensor(np.ones(1024, np.float32))
@@ -51,6 +53,7 @@ def main() -> None:
         fn = s._rt.function("copy", "tf::fill<tf::u32>")
         pack = ArgPack("PS4q")  # kept alive: the launch reads its block
         params = pack.pack(out.data_ptr(), b"\0\0\0\0", 1)
+        ifn, istream, launch_fast = int(fn), int(stream), _driver_fast.launch
         from tenferro_cuda.ops.elementwise import fast
         from tenferro_cuda.shapes.elementwise import KINDS
 
@@ -71,6 +74,9 @@ def main() -> None:
             ("recycled 4 KiB alloc + release", lambda: home.alloc(4096)),
             ("bare cuLaunchKernel, pre-packed",
              lambda: d.cuLaunchKernel(fn, 1, 1, 1, 32, 1, 1, 0, stream, params, 0)),
+            ("bare _driver_fast.launch, pre-packed",
+             lambda: launch_fast(ifn, 1, 1, 1, 32, 1, 1, 0, istream, params, 0)),
+            ("_driver_fast.current", _driver_fast.current),
             ("add_into, 1024 f32 (no sync)", lambda: s.add_into(x, y, out)),
             ("add, 1024 f32 (no sync)", lambda: s.add(x, y)),
             ("add_into x + 1.0 (no sync)", lambda: s.add_into(x, 1.0, out)),

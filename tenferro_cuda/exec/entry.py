@@ -5,8 +5,9 @@
 annotations) after ``ctx``, and its docstring, so ``help()``, IDEs and ``inspect`` see
 the real signature (the way ``dataclasses`` writes ``__init__``). The method's usual
 path is one line of checks -- the calling thread owns the session, its scope is open,
-the runtime is alive and our context is current (the handle ``cuCtxGetCurrent`` returns
-compared with ours as handles, 0.1 us cheaper than through ``int``) -- then the call
+the runtime is alive and our context is current (``_driver_fast.current``: the integer
+handle ``cuCtxGetCurrent`` returns, compared with ours; a failed call reads as no
+context) -- then the call
 (the generated methods' globals are the one dict ``SHARED``). Anything else takes
 ``enter``, which raises the precise ``RuntimeStateError``/``ContextLostError``, or, when
 user code made another context current (or none), runs the op with ours pushed and pops
@@ -23,7 +24,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from .. import _driver
+from .. import _driver, _driver_fast
 from . import guard
 from .capture import NOT_CAPTURABLE
 
@@ -32,8 +33,8 @@ __all__ = ["op_method", "enter", "check", "context_of", "register_session_type",
 
 # The globals of every generated method (one dict: the names are looked up per call, so
 # a test may replace ``_current`` here to emulate a device).
-SHARED = {"_ident": threading.get_ident, "_get_current": _driver.get_current_unchecked,
-          "_lost": _driver.lost_contexts}
+SHARED = {"_ident": threading.get_ident, "_current": _driver_fast.current,
+          "_Failure": _driver_fast.Failure, "_lost": _driver.lost_contexts}
 
 
 _session_types: list[type] = []
@@ -112,10 +113,13 @@ def op_method(name: str, impl: Callable, op: str | None = None) -> Callable:
         f"def _make({bound}):\n"
         f"    def {name}({', '.join(header)}):\n"
         f"        ctx = self._ctx\n"
-        f"        if ctx.thread == _ident() and self._scope.alive and ctx.eager \\\n"
-        f"                and _get_current()[1] == ctx.context \\\n"
-        f"                and ctx.context_id not in _lost:\n"
-        f"            return _impl(ctx, {args})\n"
+        f"        if ctx.thread == _ident() and self._scope.alive and ctx.eager:\n"
+        f"            try:\n"
+        f"                here = _current()\n"
+        f"            except _Failure:\n"
+        f"                here = 0\n"
+        f"            if here == ctx.context_id and here not in _lost:\n"
+        f"                return _impl(ctx, {args})\n"
         f"        return _enter(self, {op or name!r}, _impl, ({args}{',' if call else ''}))\n"
         f"    return {name}\n")
     namespace: dict = {}

@@ -1,4 +1,6 @@
-"""The launcher: the only path to ``cuLaunchKernel``.
+"""The launcher: the only path to ``cuLaunchKernel`` (through ``_driver_fast.launch``,
+with the function's and the stream's integer handles, taken once when the launch is
+prepared).
 
 A ``PreparedLaunch`` holds a loaded function, its block shape and dynamic shared memory
 (validated against the device when the launch is prepared), the stream, and a packed
@@ -25,14 +27,16 @@ import struct
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
-from .. import _driver
+from .. import _driver, _driver_fast
 from ..authority import Authority
 from ..errors import ValidationError
 from .args import parse_codes
 
 __all__ = ["PreparedLaunch", "WatchedLaunch", "Layout", "layout", "check_geometry"]
 
-_launch = _driver.launch_unchecked
+_launch = _driver_fast.launch  # integer handles; raises _Failure (``.status``)
+_Failure = _driver_fast.Failure
+_handle = int  # the integer value of a binding's handle object (CUfunction, CUstream)
 _failed = _driver.launch_failed
 
 
@@ -109,7 +113,8 @@ class PreparedLaunch(Authority):
     be copied or pickled: it launches on its context's stream."""
 
     __slots__ = ("fn", "codes", "stream", "bx", "by", "bz", "shared", "op", "nhead",
-                 "pointer_slots", "_head", "_shift", "_buf", "_ptrs", "_pack", "_tail", "address")
+                 "pointer_slots", "_head", "_shift", "_buf", "_ptrs", "_pack", "_tail", "address",
+                 "_fn", "_stream")
 
     def __init__(self, fn: Any, codes: str, stream: Any, info: Any, *,
                  block: tuple[int, int, int] = (256, 1, 1), shared: int = 0,
@@ -117,6 +122,7 @@ class PreparedLaunch(Authority):
         check_geometry(info, (1, 1, 1), block, shared, op)
         lay = layout(codes, len(tail))
         self.fn, self.codes, self.stream, self.op = fn, codes, stream, op
+        self._fn, self._stream = _handle(fn), _handle(stream)  # what the launch takes
         self.bx, self.by, self.bz = block
         self.shared = shared
         self.nhead = lay.nhead
@@ -143,18 +149,20 @@ class PreparedLaunch(Authority):
     def run(self, gx: int, *head: Any) -> None:
         """Write the head parameters and launch a grid of (gx, 1, 1) blocks."""
         self._pack(*head)
-        status = _launch(self.fn, gx, 1, 1, self.bx, self.by, self.bz, self.shared,
-                         self.stream, self.address, 0)[0]
-        if status:
-            _failed(status, self.op)
+        try:
+            _launch(self._fn, gx, 1, 1, self.bx, self.by, self.bz, self.shared, self._stream,
+                    self.address, 0)
+        except _Failure as exc:
+            _failed(exc.status, self.op)  # type: ignore[attr-defined]
 
     def run3(self, grid: Sequence[int], *head: Any) -> None:
         """``run`` with a 3-D grid."""
         self._pack(*head)
-        status = _launch(self.fn, grid[0], grid[1], grid[2], self.bx, self.by, self.bz,
-                         self.shared, self.stream, self.address, 0)[0]
-        if status:
-            _failed(status, self.op)
+        try:
+            _launch(self._fn, grid[0], grid[1], grid[2], self.bx, self.by, self.bz,
+                    self.shared, self._stream, self.address, 0)
+        except _Failure as exc:
+            _failed(exc.status, self.op)  # type: ignore[attr-defined]
 
     def __repr__(self) -> str:
         return (f"PreparedLaunch({self.codes!r}, block=({self.bx}, {self.by}, {self.bz}), "

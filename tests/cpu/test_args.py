@@ -221,6 +221,7 @@ def test_prepared_launch_tail_words(monkeypatch):
         return (0,)
 
     monkeypatch.setattr(launch_mod, "_launch", fake_launch)
+    monkeypatch.setattr(launch_mod, "_handle", lambda h: h)  # fake functions
     info = SimpleNamespace(max_threads_per_block=1024, max_block_dims=(1024, 1024, 64),
                            max_grid_dims=(2**31 - 1, 65535, 65535),
                            max_shared_per_block=48 << 10)

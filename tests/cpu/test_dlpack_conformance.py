@@ -109,7 +109,7 @@ def test_nested_order_takes_a_second_event(fx, monkeypatch):
             _foreign.order(fx, fx.stream, _foreign.LEGACY_STREAM)  # nested
         record(event, producer, waiter)
 
-    monkeypatch.setattr("tenferro_cuda._driver.stream_order", order)
+    monkeypatch.setattr("tenferro_cuda._driver_fast.order", order)
     _foreign.order(fx, _foreign.PER_THREAD_STREAM, fx.stream)
     assert seen[0] is not seen[1] and fx.made == 2 and len(fx.events) == 2
 

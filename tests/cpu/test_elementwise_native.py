@@ -98,9 +98,10 @@ def s(native, monkeypatch):
         f(params, gx, gy, gz, bx, by)
         return (0,)
 
-    monkeypatch.setitem(entry.SHARED, "_get_current", lambda: (0, ctx.context_id))
+    monkeypatch.setitem(entry.SHARED, "_current", lambda: ctx.context_id)
     monkeypatch.setattr(entry.guard, "current_id", lambda: ctx.context_id)
     monkeypatch.setattr(launch_mod, "_launch", raw_launch)
+    monkeypatch.setattr(launch_mod, "_handle", lambda h: h)  # fake functions
     session = object.__new__(CudaExecSession)
     session._rt, session._ctx, session._scope = ctx.runtime, ctx, Scope("session")
     return session

@@ -24,6 +24,11 @@ from tenferro_cuda.session import _synchronize
 WORD = 0x7F00_0000_1000
 
 
+def _failing(*args):
+    """A launch the driver refuses (CUDA_ERROR_INVALID_VALUE)."""
+    raise launch_mod._Failure(1)
+
+
 class SyncCtx:
     """The ExecContext calls ``_synchronize`` makes, recorded; ``word`` is the device
     error word's value."""
@@ -112,6 +117,7 @@ def test_prepare_watches_the_launches_that_carry_the_word(monkeypatch, tail, wat
     ctx = _prep_ctx()
     launched = []
     monkeypatch.setattr(launch_mod, "_launch", lambda *a: launched.append(a[1:4]) or (0,))
+    monkeypatch.setattr(launch_mod, "_handle", lambda h: h)  # fake functions
     codes = "PQ" + "PiQQQ"[:len(tail)] if tail else "PQ"
     launch = ExecContext.prepare(ctx, "key", "fn", codes, tail=tail, op="t")
     assert isinstance(launch, WatchedLaunch) is watched
@@ -126,7 +132,8 @@ def test_prepare_watches_the_launches_that_carry_the_word(monkeypatch, tail, wat
 def test_a_failed_watched_launch_still_counts(monkeypatch):
     """A launch that fails may still have been enqueued: the word is read (harmless)."""
     ctx = _prep_ctx()
-    monkeypatch.setattr(launch_mod, "_launch", lambda *a: (1,))
+    monkeypatch.setattr(launch_mod, "_launch", _failing)
+    monkeypatch.setattr(launch_mod, "_handle", lambda h: h)  # fake functions
     launch = ExecContext.prepare(ctx, "k", "fn", "PQPi", tail=(WORD, 3))
     with pytest.raises(BackendSourceError):
         launch.run(1, 0, 0)

@@ -22,6 +22,11 @@ D = DType
 P, Ins = ElementwiseFusionPlan, FusionInstruction
 
 
+def _failing(*args):
+    """A launch the driver refuses (CUDA_ERROR_INVALID_VALUE)."""
+    raise launch_mod._Failure(1)
+
+
 @pytest.fixture
 def emu(monkeypatch):
     s, fdev, dev, ctx = fusion_session(monkeypatch)
@@ -78,6 +83,7 @@ def _recording(monkeypatch):
                          decode(fn.codes, params)))
         return inner(fn, gx, gy, gz, bx, by, bz, shared, stream, params, extra)
     monkeypatch.setattr(launch_mod, "_launch", record)
+    monkeypatch.setattr(launch_mod, "_handle", lambda h: h)  # fake functions
     return seen
 
 
@@ -182,7 +188,8 @@ def test_a_failed_hot_launch_raises_the_typed_error(emu, monkeypatch):
     plan = P(2, [Ins("mul", (0, 1))], (2,))
     x, y = put(s, np.full(8, 3, np.float32)), put(s, np.full(8, 2, np.float32))
     s.execute_elementwise_fusion([x, y], plan)  # the general path launches; closure made
-    monkeypatch.setattr(launch_mod, "_launch", lambda *args: (1,))  # CUDA_ERROR_INVALID_VALUE
+    monkeypatch.setattr(launch_mod, "_launch", _failing)  # CUDA_ERROR_INVALID_VALUE
+    monkeypatch.setattr(launch_mod, "_handle", lambda h: h)  # fake functions
     with pytest.raises(BackendSourceError, match="cuLaunchKernel") as info:
         s.execute_elementwise_fusion([x, y], plan)
     assert info.value.op == "execute_elementwise_fusion" and calls == [1]

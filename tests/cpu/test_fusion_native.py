@@ -106,6 +106,7 @@ def _sources() -> dict[str, str]:
         ctx = _Context()
         with pytest.MonkeyPatch.context() as mp:
             mp.setattr(launch_mod, "_launch", lambda *args: (0,))
+            mp.setattr(launch_mod, "_handle", lambda h: h)  # fake functions
             session = FakeSession(ctx, fusion.METHODS)
             for name, dtype in CASES:
                 for layout in LAYOUTS:
@@ -144,6 +145,7 @@ def s(native, monkeypatch):
         return (0,)
 
     monkeypatch.setattr(launch_mod, "_launch", raw_launch)
+    monkeypatch.setattr(launch_mod, "_handle", lambda h: h)  # fake functions
     return FakeSession(ctx, fusion.METHODS)
 
 
@@ -163,5 +165,6 @@ def test_fused_kernels_are_loaded_as_waiting_ones(monkeypatch):
     into them may be programmatic in a captured graph: graph_edges.py)."""
     ctx = _Context()
     monkeypatch.setattr(launch_mod, "_launch", lambda *args: (0,))
+    monkeypatch.setattr(launch_mod, "_handle", lambda h: h)  # fake functions
     _run(FakeSession(ctx, fusion.METHODS), *CASES[0], LAYOUTS[0])
     assert ctx.sources and ctx.waits == {True}

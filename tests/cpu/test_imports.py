@@ -1,6 +1,6 @@
-"""Only the binding modules (_driver.py, _driver_memory.py, _nvrtc.py, _cublas.py,
-_nccl.py) may import native bindings (DESIGN 1), and the op families never reach a binding
-module, not even through a re-export (DESIGN 9).
+"""Only the binding modules (_driver.py, _driver_fast.py, _driver_memory.py, _nvrtc.py,
+_cublas.py, _nccl.py) may import native bindings (DESIGN 1), and the op families never
+reach a binding module, not even through a re-export (DESIGN 9).
 
 Scans every module of the package with ``ast``: ``import``/``from`` statements and
 string-named dynamic imports (``importlib.import_module``, ``__import__``); and imports
@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[2] / "tenferro_cuda"
-ALLOWED = {"_driver.py", "_driver_memory.py", "_nvrtc.py", "_cublas.py", "_nccl.py"}
+ALLOWED = {"_driver.py", "_driver_fast.py", "_driver_memory.py", "_nvrtc.py", "_cublas.py",
+           "_nccl.py"}
 NATIVE_ROOTS = ("cuda", "nvmath", "nccl")
 SOURCES = sorted(PACKAGE.rglob("*.py"))
 
@@ -85,9 +86,10 @@ def test_scanner(source, native):
     assert bool(native_imports(source)) is native
 
 
-BINDINGS = ("tenferro_cuda._driver", "tenferro_cuda._driver_memory", "tenferro_cuda._nvrtc",
+BINDINGS = ("tenferro_cuda._driver", "tenferro_cuda._driver_fast",
+            "tenferro_cuda._driver_memory", "tenferro_cuda._nvrtc",
             "tenferro_cuda._cublas", "tenferro_cuda._cublas_lt", "tenferro_cuda._nccl")
-BINDING_NAME = re.compile(r"\b_(driver|driver_memory|cublas|cublas_lt|nvrtc|nccl)\b")
+BINDING_NAME = re.compile(r"\b_(driver|driver_fast|driver_memory|cublas|cublas_lt|nvrtc|nccl)\b")
 OPS_SOURCES = sorted((PACKAGE / "ops").rglob("*.py"))
 
 
@@ -134,10 +136,10 @@ def test_op_sources_never_name_a_binding(path):
 
 def test_globals_check_catches_a_reexport(monkeypatch):
     """The globals check is not vacuous: a re-exported driver function is caught."""
-    from tenferro_cuda import _driver
+    from tenferro_cuda import _driver, _driver_fast
     from tenferro_cuda.ops import storage
 
-    monkeypatch.setattr(storage, "launch", _driver.launch_unchecked, raising=False)
+    monkeypatch.setattr(storage, "launch", _driver_fast.launch, raising=False)
     assert _from_binding(vars(storage)["launch"])
     monkeypatch.setattr(storage, "bindings", _driver, raising=False)
     assert _from_binding(vars(storage)["bindings"])
@@ -153,7 +155,7 @@ def test_kernels_package_reexports_no_driver_entry_point():
         rel = path.relative_to(PACKAGE.parent).with_suffix("")
         parts = [p for p in rel.parts if p != "__init__"]
         module = importlib.import_module(".".join(parts))
-        leaks = [k for k, v in vars(module).items()
-                 if callable(v) and getattr(v, "__module__", "") == "cuda.bindings.driver"]
+        leaks = [k for k, v in vars(module).items() if callable(v)
+                 and (getattr(v, "__module__", None) or "").startswith("cuda.bindings")]
         assert leaks == [], (module.__name__, leaks)
     assert kernels is not None

@@ -30,6 +30,7 @@ def raw(monkeypatch):
         return (0,)
 
     monkeypatch.setattr(launch_mod, "_launch", record)
+    monkeypatch.setattr(launch_mod, "_handle", lambda h: h)  # fake functions
     checks = []
     real = launch_mod.check_geometry
     monkeypatch.setattr("tenferro_cuda.raw.check_geometry",

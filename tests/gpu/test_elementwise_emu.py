@@ -293,9 +293,10 @@ def emulated_session(monkeypatch):
     mem = Memory()
     ctx = Context(mem)
     dev = Device(mem, ctx)
-    monkeypatch.setitem(entry.SHARED, "_get_current", lambda: (0, ctx.context_id))
+    monkeypatch.setitem(entry.SHARED, "_current", lambda: ctx.context_id)
     monkeypatch.setattr(entry.guard, "current_id", lambda: ctx.context_id)
     monkeypatch.setattr(launch_mod, "_launch", dev.raw_launch)
+    monkeypatch.setattr(launch_mod, "_handle", lambda h: h)  # fake functions
     s = object.__new__(CudaExecSession)
     s._rt, s._ctx, s._scope = ctx.runtime, ctx, Scope("session")
 

@@ -358,6 +358,7 @@ def fusion_session(monkeypatch):
             dev.launch(fn, (gx, gy, gz), (bx, by, bz), shared, params)
         return (0,)
     monkeypatch.setattr(launch_mod, "_launch", raw_launch)
+    monkeypatch.setattr(launch_mod, "_handle", lambda h: h)  # fake functions
     return Session(ctx, dev), fdev, dev, ctx
 
 

@@ -4,7 +4,7 @@
   ``_Arena`` of a pool that exists only as its identity, registered as the owner of that
   arena (``_foreign.owner_context``), with host memory behind its "device" addresses.
   The driver calls the interop code makes are recorded instead: ``orders`` holds
-  ``(waiter, producer)`` handle pairs (``_driver.stream_order``), ``copies`` the copies
+  ``(waiter, producer)`` handle pairs (``_driver_fast.order``), ``copies`` the copies
   on other streams (``_foreign.copy_on``, done with memmove), ``launches`` the kernel
   launches; ``events`` counts the events made and destroyed. The thread's context stack
   is ``reference/fake_ctx_stack.py``'s model (``model``), with our context on top.
@@ -22,7 +22,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from tenferro_cuda import _driver, _foreign, dlpack
+from tenferro_cuda import _driver, _driver_fast, _foreign, dlpack
 from tenferro_cuda.dtypes import as_dtype
 from tenferro_cuda.memory import _Arena
 from tenferro_cuda.tensor import Tensor
@@ -59,7 +59,7 @@ class Interop:
         self.launches: list[tuple] = []
         self.made = self.destroyed = 0
         monkeypatch.setitem(_foreign._by_arena, id(self.home), (self.home, self))
-        monkeypatch.setattr(_driver, "stream_order", self._order)
+        monkeypatch.setattr(_driver_fast, "order", self._order)
         monkeypatch.setattr(_driver, "event_create", self._event)
         monkeypatch.setattr(_driver, "event_destroy", self._destroy)
         monkeypatch.setattr(_foreign, "copy_on", self._copy_on)

@@ -110,7 +110,6 @@ def install(monkeypatch) -> ContextStacks:
         return call
 
     monkeypatch.setattr(_driver, "_d", model)
-    monkeypatch.setattr(_driver, "get_current_unchecked", model.cuCtxGetCurrent)
     for name, api in (("ctx_get_current", "cuCtxGetCurrent"), ("ctx_push", "cuCtxPushCurrent"),
                       ("ctx_pop", "cuCtxPopCurrent"), ("ctx_set_current", "cuCtxSetCurrent")):
         monkeypatch.setattr(_driver, name, checked(api))

@@ -35,6 +35,7 @@ class Harness:
         monkeypatch.setattr(ctx.home, "alloc", self._wrap("home.alloc", ctx.home.alloc))
         monkeypatch.setattr(launch_mod, "_launch", self._wrap("cuLaunchKernel",
                                                               launch_mod._launch))
+        monkeypatch.setattr(launch_mod, "_handle", lambda h: h)  # fake functions
 
     def _wrap(self, name, fn):
         def recorder(*args, **kwargs):

@@ -184,17 +184,26 @@ def case_rows(s, torch, cupy, row, cases) -> list[Row]:
     return rows
 
 
-def bare_launch(s):
+def bare_launch(s, v2: bool = False):
     """A bare ``cuLaunchKernel`` of a 1-block fill with pre-packed arguments on the session
-    stream (the floor of any launch from Python)."""
+    stream (the floor of any launch from Python): through ``cuda.bindings.driver`` with
+    its handle objects, or with ``v2`` through ``cuda.bindings._v2.driver`` with integer
+    handles (None when that module is not installed)."""
     from cuda.bindings import driver as d
 
+    if v2:
+        try:
+            from cuda.bindings._v2 import driver as d2
+        except ImportError:
+            return None
     with s.kernels("bench.bare") as ks:
         out = ks.alloc_output(DType.FLOAT32, (1,))
     fn = s._rt.function("copy", "tf::fill<tf::u32>")
     pack = ArgPack("PS4q")  # owns the argument block that ``params`` points into
     params = pack.pack(out.data_ptr(), b"\0\0\0\0", 1)
     stream, launch = s._ctx.stream, d.cuLaunchKernel
+    if v2:
+        fn, stream, launch = int(fn), int(stream), d2.launch_kernel
 
     def bare(keep=(pack, out)):  # the block and the output live as long as the closure
         launch(fn, 1, 1, 1, 32, 1, 1, 0, stream, params, 0)

@@ -3,8 +3,10 @@
 - host cost of ``add`` on 1,024 float32 elements, per call over 20,000 calls including the
   final synchronize (the output is allocated each call; issue 13: <= a bare
   ``cuLaunchKernel`` + 2.0 us), and of ``add_into`` into a preallocated output (target
-  <= 7.0 us). All the small-op figures, ours, the peers' and the bare launch, are timed
-  in one interleaved group (``host_us_group``): each of 7 rounds times every one;
+  <= 7.0 us). All the small-op figures, ours, the peers' and the bare launch (through
+  ``cuda.bindings.driver``, and through ``cuda.bindings._v2.driver`` where installed, the
+  module our launches use then), are timed in one interleaved group (``host_us_group``):
+  each of 7 rounds times every one;
 - the same two with a Python float scalar operand, ``add(x, 1.0)`` and
   ``add_into(x, 1.0, out)`` (issue 17: within 0.3 us of the tensor-tensor form, measured in
   the same run; the peers: ``torch.add(x, 1.0)`` and ``x + 1.0`` on CuPy);
@@ -27,6 +29,7 @@ from __future__ import annotations
 import numpy as np
 
 import tenferro_cuda as tc
+from tenferro_cuda._driver_fast import BINDINGS
 from tenferro_cuda.tensor import TensorView, compact_strides
 
 from .common import (
@@ -60,6 +63,9 @@ def host_costs(s, torch, cupy) -> list[Row]:
         "sadd": (lambda: s.add(a, 1.0), sync), "sinto": (lambda: s.add_into(a, 1.0, o), sync),
         "bare": (bare_launch(s), sync),
     }
+    bare_v2 = bare_launch(s, v2=True)
+    if bare_v2 is not None:
+        group["bare_v2"] = (bare_v2, sync)
     if torch is not None:
         x = torch.arange(SMALL, device="cuda", dtype=torch.float32)
         y, z = torch.ones_like(x), torch.empty_like(x)
@@ -78,11 +84,16 @@ def host_costs(s, torch, cupy) -> list[Row]:
                       "c_sinto": (lambda: cupy.add(cx, 1.0, out=cz), csync)})
     us = host_us_group(group)
     add, into, sadd, sinto, bare = us["add"], us["into"], us["sadd"], us["sinto"], us["bare"]
+    v2 = us.get("bare_v2")
+    note = f"bare cuLaunchKernel {bare:.2f} us in the same rounds: {add - bare:+.2f} us"
+    extra = {"bare_launch_us": bare, "over_bare_us": add - bare, "bindings": BINDINGS}
+    if v2 is not None:
+        note += f"; bare _v2 launch_kernel {v2:.2f} us: {add - v2:+.2f} us"
+        extra.update(bare_v2_launch_us=v2, over_bare_v2_us=add - v2)
     return [
         Row(FAMILY, "add host cost, 1024 float32 (allocating)", "us", add, us.get("t_add"),
             us.get("c_add"), target=f"<= {bare + 2.0:.2f} us (bare launch + 2.0)",
-            note=f"bare cuLaunchKernel {bare:.2f} us in the same rounds: {add - bare:+.2f} us",
-            extra={"bare_launch_us": bare, "over_bare_us": add - bare}),
+            note=note, extra=extra),
         Row(FAMILY, "add_into host cost, 1024 float32", "us", into, us.get("t_into"),
             us.get("c_into"), target="<= 7.0 us",
             extra={"bare_launch_us": bare, "over_bare_us": into - bare}),

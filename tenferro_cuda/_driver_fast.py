@@ -1,0 +1,110 @@
+"""The driver calls of the hot paths, with integer handles: a kernel launch, the calling
+thread's current context, and one stream waiting for another.
+
+cuda-bindings 13.5 added ``cuda.bindings._v2.driver`` (documented by cuda-bindings as its
+new, still experimental driver module: "Migrating to the _v2 Bindings"). Its functions
+take and return integer handles and raise an exception (``DriverError``, with the
+CUresult in ``.status``) instead of returning a status tuple. A launch through it costs
+about 0.35 us less than ``cuda.bindings.driver.cuLaunchKernel`` (docs/perf-notes.md,
+"Launch bindings"). This module uses it when it is importable and has every call used
+here; otherwise, or with ``TENFERRO_CUDA_DRIVER_BINDINGS=legacy`` in the environment, it
+wraps ``cuda.bindings.driver`` in the same calling convention. ``BINDINGS`` says which.
+
+- ``launch(f, gx, gy, gz, bx, by, bz, shared, stream, params, extra)``: ``f``, ``stream``
+  and ``params`` (the address of the parameter-pointer array) are ints; returns None,
+  raises ``Failure`` (``.status``: the CUresult as an int). Used by
+  ``kernels/launch.py`` alone, which turns a failure into the typed error.
+- ``current()``: the calling thread's current context as an int, 0 when none; raises
+  ``Failure``.
+- ``order(event, producer, waiter)``: ``event`` recorded on ``producer``, then waited on
+  by ``waiter`` (ints or the binding's handle objects); raises the typed error.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from cuda.bindings import driver as _d
+
+from ._driver import _fail
+
+__all__ = ["BINDINGS", "Failure", "launch", "current", "order"]
+
+# The calls this module takes from the _v2 module (all must be there to use it).
+V2_CALLS = ("launch_kernel", "ctx_get_current", "event_record", "stream_wait_event")
+
+
+class LegacyFailure(Exception):
+    """A failed call through ``cuda.bindings.driver`` (the legacy module's form)."""
+
+    def __init__(self, status: int) -> None:
+        super().__init__(status)
+        self.status = status
+
+
+def _v2_module() -> Any:
+    """``cuda.bindings._v2.driver`` when it is importable, has the calls and is not
+    turned off; else None."""
+    if os.environ.get("TENFERRO_CUDA_DRIVER_BINDINGS", "") == "legacy":
+        return None
+    try:
+        from cuda.bindings._v2 import driver as v2
+    except ImportError:
+        return None
+    if not all(callable(getattr(v2, name, None)) for name in V2_CALLS):
+        return None
+    failure = getattr(v2, "DriverError", None)
+    if not (isinstance(failure, type) and issubclass(failure, Exception)):
+        return None
+    return v2
+
+
+def _legacy_launch(f: int, gx: int, gy: int, gz: int, bx: int, by: int, bz: int,
+                   shared: int, stream: int, params: int, extra: int) -> None:
+    status = _d.cuLaunchKernel(f, gx, gy, gz, bx, by, bz, shared, stream, params, extra)[0]
+    if status:
+        raise LegacyFailure(int(status))
+
+
+def _legacy_current() -> int:
+    status, ctx = _d.cuCtxGetCurrent()
+    if status:
+        raise LegacyFailure(int(status))
+    return int(ctx)
+
+
+def _legacy_order(event: Any, producer: Any, waiter: Any) -> None:
+    status = _d.cuEventRecord(event, producer)[0]
+    if status:
+        _fail("cuEventRecord", status)
+    status = _d.cuStreamWaitEvent(waiter, event, 0)[0]
+    if status:
+        _fail("cuStreamWaitEvent", status)
+
+
+_v2 = _v2_module()
+
+if _v2 is not None:
+    BINDINGS = "cuda.bindings._v2.driver"
+    Failure: type[Exception] = _v2.DriverError
+    launch = _v2.launch_kernel
+    current = _v2.ctx_get_current
+    _record, _wait = _v2.event_record, _v2.stream_wait_event
+
+    def order(event: Any, producer: Any, waiter: Any) -> None:
+        event = int(event)
+        try:
+            _record(event, int(producer))
+        except Failure as exc:
+            _fail("cuEventRecord", exc.status)  # type: ignore[attr-defined]
+        try:
+            _wait(int(waiter), event, 0)
+        except Failure as exc:
+            _fail("cuStreamWaitEvent", exc.status)  # type: ignore[attr-defined]
+else:
+    BINDINGS = "cuda.bindings.driver"
+    Failure = LegacyFailure
+    launch = _legacy_launch
+    current = _legacy_current
+    order = _legacy_order
