@@ -195,8 +195,11 @@ class _Arena(Authority):
                 self.cached_bytes -= nbytes
                 self.allocations += 1
                 buf = _new(DeviceBuffer)
-                buf.ptr, buf.nbytes, buf.home, buf.origin = lst.pop(), nbytes, self, self
-                buf.alloc_id, buf.owner = _next_id(), None
+                buf.ptr = lst.pop()  # one store each: cheaper than unpacking a tuple
+                buf.nbytes = nbytes
+                buf.home = buf.origin = self
+                buf.alloc_id = _next_id()
+                buf.owner = None
                 return buf
         return self._alloc(nbytes, op)
 

@@ -53,7 +53,7 @@ def test_order_makes_one_stream_wait_for_another(s):
     try:
         src = up(s, np.zeros(1 << 20, np.float32))
         s.synchronize()
-        with s.raw() as r:
+        with s.raw("probe") as r:
             module = r.compile_nvrtc(r'''
 extern "C" __global__ void slow_fill(float* p, int n) {
     long long t0 = clock64();
