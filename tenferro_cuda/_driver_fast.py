@@ -18,6 +18,9 @@ wraps ``cuda.bindings.driver`` in the same calling convention. ``BINDINGS`` says
   ``Failure``.
 - ``order(event, producer, waiter)``: ``event`` recorded on ``producer``, then waited on
   by ``waiter`` (ints or the binding's handle objects); raises the typed error.
+- ``pointer_ordinal(address)``: the device ordinal of a device address (what an import
+  checks); raises the typed error (``BackendSourceError`` for memory the driver does not
+  know, such as plain host memory).
 """
 
 from __future__ import annotations
@@ -29,10 +32,12 @@ from cuda.bindings import driver as _d
 
 from ._driver import _fail
 
-__all__ = ["BINDINGS", "Failure", "launch", "current", "order"]
+__all__ = ["BINDINGS", "Failure", "launch", "current", "order", "pointer_ordinal"]
 
 # The calls this module takes from the _v2 module (all must be there to use it).
-V2_CALLS = ("launch_kernel", "ctx_get_current", "event_record", "stream_wait_event")
+V2_CALLS = ("launch_kernel", "ctx_get_current", "event_record", "stream_wait_event",
+            "pointer_get_attribute")
+DEVICE_ORDINAL = 9  # CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL
 
 
 class LegacyFailure(Exception):
@@ -83,6 +88,14 @@ def _legacy_order(event: Any, producer: Any, waiter: Any) -> None:
         _fail("cuStreamWaitEvent", status)
 
 
+def _legacy_pointer_ordinal(address: int) -> int:
+    status, value = _d.cuPointerGetAttribute(
+        _d.CUpointer_attribute.CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, address)
+    if status:
+        _fail("cuPointerGetAttribute", status)
+    return int(value)
+
+
 _v2 = _v2_module()
 
 if _v2 is not None:
@@ -102,9 +115,18 @@ if _v2 is not None:
             _wait(int(waiter), event, 0)
         except Failure as exc:
             _fail("cuStreamWaitEvent", exc.status)  # type: ignore[attr-defined]
+
+    _attribute = _v2.pointer_get_attribute
+
+    def pointer_ordinal(address: int) -> int:
+        try:
+            return _attribute(DEVICE_ORDINAL, address)
+        except Failure as exc:
+            return _fail("cuPointerGetAttribute", exc.status)  # type: ignore[attr-defined]
 else:
     BINDINGS = "cuda.bindings.driver"
     Failure = LegacyFailure
     launch = _legacy_launch
     current = _legacy_current
     order = _legacy_order
+    pointer_ordinal = _legacy_pointer_ordinal

@@ -104,11 +104,6 @@ def mem_pool_grant_access(pool, ordinal: int) -> None:
     check(_d.cuMemPoolSetAccess(pool, [desc], 1), "cuMemPoolSetAccess")
 
 
-def pointer_device_ordinal(ptr: int) -> int:
-    attr = _d.CUpointer_attribute.CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL
-    return int(check(_d.cuPointerGetAttribute(attr, ptr), "cuPointerGetAttribute"))
-
-
 HOST_ALLOC_PORTABLE = 0x01  # CU_MEMHOSTALLOC_PORTABLE: page-locked for every context
 
 

@@ -19,7 +19,7 @@ import threading
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Protocol
 
-from .. import _driver, _driver_memory
+from .. import _driver, _driver_fast, _driver_memory
 from ..authority import Authority
 from ..dtypes import DType
 from ..memo import BoundedCache
@@ -174,7 +174,7 @@ class ExecContext(Authority):
 
     def pointer_device(self, address: int) -> int:
         """The device ordinal of a device address (BackendSourceError for host memory)."""
-        return _driver_memory.pointer_device_ordinal(address)
+        return _driver_fast.pointer_ordinal(address)
 
     # --- kernels ---------------------------------------------------------------------------
     def function(self, family: str, expression: str) -> Any:

@@ -13,7 +13,7 @@ import ctypes
 import numpy as np
 import pytest
 
-from tenferro_cuda import _driver, _driver_memory, cai, dlpack
+from tenferro_cuda import _driver, _driver_fast, cai, dlpack
 from tenferro_cuda.dtypes import ALL_DTYPES, DType
 from tenferro_cuda.errors import RuntimeStateError, UnsupportedDTypeError, ValidationError
 from tenferro_cuda.ops.interop import validate_producer
@@ -146,7 +146,8 @@ def no_cuda(monkeypatch):
     for name in ("init", "event_create", "event_record", "stream_wait_event",
                  "stream_query", "ctx_get_current"):
         monkeypatch.setattr(_driver, name, boom)
-    monkeypatch.setattr(_driver_memory, "pointer_device_ordinal", boom)
+    for name in ("launch", "current", "order", "pointer_ordinal"):
+        monkeypatch.setattr(_driver_fast, name, boom)
 
 
 class _CpuProducer:

@@ -206,3 +206,35 @@ def test_the_op_entry_refuses_a_lost_context(monkeypatch):
     monkeypatch.setitem(entry.SHARED, "_lost", {0x5000})
     method(_session(0x5000), 1)
     assert taken == ["enter"]
+
+
+def test_legacy_pointer_ordinal_gives_the_ordinal_or_a_typed_error(monkeypatch):
+    class Driver:
+        CUpointer_attribute = SimpleNamespace(CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL=9)
+        status = 0
+
+        def cuPointerGetAttribute(self, attribute, address):
+            assert attribute == 9 and address == 0x7000
+            return (self.status, 3)
+
+    fake = Driver()
+    monkeypatch.setattr(_driver_fast, "_d", fake)
+    assert _driver_fast._legacy_pointer_ordinal(0x7000) == 3
+    fake.status = 1  # CUDA_ERROR_INVALID_VALUE: host memory the driver does not know
+    with pytest.raises(BackendSourceError, match="cuPointerGetAttribute"):
+        _driver_fast._legacy_pointer_ordinal(0x7000)
+
+
+@pytest.mark.skipif(not _has_v2(), reason="cuda.bindings._v2 is not installed")
+def test_v2_pointer_ordinal_asks_for_the_device_ordinal(monkeypatch):
+    seen: list[tuple] = []
+    monkeypatch.setattr(_driver_fast, "_attribute", lambda a, p: seen.append((a, p)) or 2)
+    assert _driver_fast.pointer_ordinal(0x7000) == 2
+    assert seen == [(_driver_fast.DEVICE_ORDINAL, 0x7000)]
+
+    def refuse(*args):
+        raise _driver_fast.Failure(1)
+
+    monkeypatch.setattr(_driver_fast, "_attribute", refuse)
+    with pytest.raises(BackendSourceError, match="cuPointerGetAttribute"):
+        _driver_fast.pointer_ordinal(0x7000)

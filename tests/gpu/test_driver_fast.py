@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 from gpu_util import down, up
 
+import tenferro_cuda as tc
 from tenferro_cuda import _driver, _driver_fast
 from tenferro_cuda.errors import BackendSourceError
 
@@ -115,3 +116,14 @@ def test_interop_round_trip_orders_streams(s):
     back = torch.from_dlpack(s.add(t, t))
     torch.cuda.synchronize()
     assert torch.equal(back, 2 * x)
+
+
+def test_pointer_ordinal_of_device_and_host_memory(s):
+    x = up(s, np.arange(8, dtype=np.float32))
+    assert _driver_fast.pointer_ordinal(x.data_ptr()) == s._ctx.ordinal
+    host = np.zeros(16, np.uint8)
+    with pytest.raises(BackendSourceError, match="cuPointerGetAttribute"):
+        _driver_fast.pointer_ordinal(host.ctypes.data)
+    with pytest.raises(tc.ValidationError, match="not CUDA device memory"):
+        s.from_cuda_array_interface({"shape": (16,), "typestr": "|u1", "version": 3,
+                                     "data": (host.ctypes.data, False), "strides": None})
