@@ -80,12 +80,8 @@ def unary(p: Prep, x: Tensor, out: object = None, value: int = 0, k: int = 1,
     if out is None:
         buf = p.home.alloc(n * p.out_item, p.name)
         res = _new(Tensor)
-        res.dtype = p.out_dtype  # one store each: cheaper than unpacking a tuple
-        res.shape = shape
-        res.strides = x.strides
-        res.offset = 0
-        res.buffer = buf
-        res.host = None
+        res.dtype, res.shape, res.strides, res.offset, res.buffer, res.host = \
+            p.out_dtype, shape, x.strides, 0, buf, None
         po = buf.ptr
     else:
         po = _target(p, out, shape)
@@ -141,12 +137,8 @@ def binary(p: Prep, x: Tensor, y: object, out: object = None) -> Tensor | None:
     if out is None:
         buf = home.alloc(n * p.out_item, p.name)
         res = _new(Tensor)
-        res.dtype = p.out_dtype  # one store each: cheaper than unpacking a tuple
-        res.shape = shape
-        res.strides = x.strides
-        res.offset = 0
-        res.buffer = buf
-        res.host = None
+        res.dtype, res.shape, res.strides, res.offset, res.buffer, res.host = \
+            p.out_dtype, shape, x.strides, 0, buf, None
         po = buf.ptr
     else:
         po = _target(p, out, shape)
