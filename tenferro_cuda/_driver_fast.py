@@ -1,19 +1,22 @@
-"""The driver calls of the hot paths, with integer handles: a kernel launch, the calling
-thread's current context, and one stream waiting for another.
+"""The driver calls of the hot paths: a kernel launch, the calling thread's current
+context, one stream waiting for another, and the device of an address.
 
 cuda-bindings 13.5 added ``cuda.bindings._v2.driver`` (documented by cuda-bindings as its
 new, still experimental driver module: "Migrating to the _v2 Bindings"). Its functions
 take and return integer handles and raise an exception (``DriverError``, with the
-CUresult in ``.status``) instead of returning a status tuple. A launch through it costs
-about 0.35 us less than ``cuda.bindings.driver.cuLaunchKernel`` (docs/perf-notes.md,
-"Launch bindings"). This module uses it when it is importable and has every call used
-here; otherwise, or with ``TENFERRO_CUDA_DRIVER_BINDINGS=legacy`` in the environment, it
-wraps ``cuda.bindings.driver`` in the same calling convention. ``BINDINGS`` says which.
+CUresult in ``.status``) instead of returning a status tuple, and cost less per call:
+with the driver stubbed, 0.20 us for a launch against 0.33, 0.15 for an ordering (record
+and wait) against 0.45, 0.08 for a pointer query against 0.49 (docs/perf-notes.md, "Hot
+driver calls"). This module uses it when it is importable and has every call used here;
+otherwise, or with ``TENFERRO_CUDA_DRIVER_BINDINGS=legacy`` in the environment, it wraps
+``cuda.bindings.driver`` in the same calling convention. ``BINDINGS`` says which.
 
-- ``launch(f, gx, gy, gz, bx, by, bz, shared, stream, params, extra)``: ``f``, ``stream``
-  and ``params`` (the address of the parameter-pointer array) are ints; returns None,
-  raises ``Failure`` (``.status``: the CUresult as an int). Used by
-  ``kernels/launch.py`` alone, which turns a failure into the typed error.
+- ``launch(f, gx, gy, gz, bx, by, bz, shared, stream, params, extra)``: ``f`` and
+  ``stream`` as ``handle`` gives them (ints for the _v2 module; the legacy module's own
+  handle objects, which it takes faster than ints), ``params`` the address of the
+  parameter-pointer array; returns None, raises ``Failure`` (``.status``: the CUresult as
+  an int). Used by ``kernels/launch.py`` alone, which turns a failure into the typed
+  error.
 - ``current()``: the calling thread's current context as an int, 0 when none; raises
   ``Failure``.
 - ``order(event, producer, waiter)``: ``event`` recorded on ``producer``, then waited on
@@ -32,7 +35,7 @@ from cuda.bindings import driver as _d
 
 from ._driver import _fail
 
-__all__ = ["BINDINGS", "Failure", "launch", "current", "order", "pointer_ordinal"]
+__all__ = ["BINDINGS", "Failure", "handle", "launch", "current", "order", "pointer_ordinal"]
 
 # The calls this module takes from the _v2 module (all must be there to use it).
 V2_CALLS = ("launch_kernel", "ctx_get_current", "event_record", "stream_wait_event",
@@ -65,8 +68,12 @@ def _v2_module() -> Any:
     return v2
 
 
-def _legacy_launch(f: int, gx: int, gy: int, gz: int, bx: int, by: int, bz: int,
-                   shared: int, stream: int, params: int, extra: int) -> None:
+def _same(obj: Any) -> Any:
+    return obj
+
+
+def _legacy_launch(f: Any, gx: int, gy: int, gz: int, bx: int, by: int, bz: int,
+                   shared: int, stream: Any, params: int, extra: int) -> None:
     status = _d.cuLaunchKernel(f, gx, gy, gz, bx, by, bz, shared, stream, params, extra)[0]
     if status:
         raise LegacyFailure(int(status))
@@ -101,6 +108,7 @@ _v2 = _v2_module()
 if _v2 is not None:
     BINDINGS = "cuda.bindings._v2.driver"
     Failure: type[Exception] = _v2.DriverError
+    handle: Any = int
     launch = _v2.launch_kernel
     current = _v2.ctx_get_current
     _record, _wait = _v2.event_record, _v2.stream_wait_event
@@ -126,6 +134,7 @@ if _v2 is not None:
 else:
     BINDINGS = "cuda.bindings.driver"
     Failure = LegacyFailure
+    handle = _same
     launch = _legacy_launch
     current = _legacy_current
     order = _legacy_order

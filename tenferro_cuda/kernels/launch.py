@@ -1,6 +1,6 @@
 """The launcher: the only path to ``cuLaunchKernel`` (through ``_driver_fast.launch``,
-with the function's and the stream's integer handles, taken once when the launch is
-prepared).
+with the function and the stream in the form it takes, converted once when the launch
+is prepared).
 
 A ``PreparedLaunch`` holds a loaded function, its block shape and dynamic shared memory
 (validated against the device when the launch is prepared), the stream, and a packed
@@ -36,7 +36,7 @@ __all__ = ["PreparedLaunch", "WatchedLaunch", "Layout", "layout", "check_geometr
 
 _launch = _driver_fast.launch  # integer handles; raises _Failure (``.status``)
 _Failure = _driver_fast.Failure
-_handle = int  # the integer value of a binding's handle object (CUfunction, CUstream)
+_handle = _driver_fast.handle  # a CUfunction's or CUstream's form for the launch
 _failed = _driver.launch_failed
 
 

@@ -31,6 +31,7 @@ def test_the_bindings_in_use_are_the_v2_module_when_it_is_there():
         from cuda.bindings._v2 import driver as v2
 
         assert _driver_fast.launch is v2.launch_kernel
+        assert _driver_fast.handle is int
         assert _driver_fast.current is v2.ctx_get_current
         assert _driver_fast.Failure is v2.DriverError
     else:
@@ -70,6 +71,7 @@ def test_the_module_falls_back_to_the_legacy_calls(monkeypatch):
         assert legacy.BINDINGS == "cuda.bindings.driver"
         assert legacy.Failure is legacy.LegacyFailure
         assert legacy.launch is legacy._legacy_launch
+        assert legacy.handle is legacy._same  # the legacy module takes its own objects
         assert legacy.current is legacy._legacy_current
         assert legacy.order is legacy._legacy_order
     finally:
