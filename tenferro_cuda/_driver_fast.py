@@ -33,6 +33,7 @@ from typing import Any
 
 from cuda.bindings import driver as _d
 
+from . import _driver
 from ._driver import _fail
 
 __all__ = ["BINDINGS", "Failure", "handle", "launch", "current", "order", "pointer_ordinal"]
@@ -87,12 +88,8 @@ def _legacy_current() -> int:
 
 
 def _legacy_order(event: Any, producer: Any, waiter: Any) -> None:
-    status = _d.cuEventRecord(event, producer)[0]
-    if status:
-        _fail("cuEventRecord", status)
-    status = _d.cuStreamWaitEvent(waiter, event, 0)[0]
-    if status:
-        _fail("cuStreamWaitEvent", status)
+    _driver.event_record(event, producer)
+    _driver.stream_wait_event(waiter, event)
 
 
 def _legacy_pointer_ordinal(address: int) -> int:

@@ -63,7 +63,7 @@ def main() -> None:
         # the addresses outside the timed call: the row times the launch, not data_ptr()
         po, px, py = out.data_ptr(), x.data_ptr(), y.data_ptr()
         rows = [
-            ("cuCtxGetCurrent (the per-op check)", _driver.current_context_id),
+            ("_driver.current_context_id (legacy)", _driver.current_context_id),
             ("raw cuCtxGetCurrent binding", d.cuCtxGetCurrent),
             ("add impl without the facade", lambda: impl(ctx, x, y)),
             ("fast.binary alone", lambda: fast.binary(p, x, y)),
@@ -76,7 +76,7 @@ def main() -> None:
              lambda: d.cuLaunchKernel(fn, 1, 1, 1, 32, 1, 1, 0, stream, params, 0)),
             ("bare _driver_fast.launch, pre-packed",
              lambda: launch_fast(ifn, 1, 1, 1, 32, 1, 1, 0, istream, params, 0)),
-            ("_driver_fast.current", _driver_fast.current),
+            ("_driver_fast.current (the per-op check)", _driver_fast.current),
             ("add_into, 1024 f32 (no sync)", lambda: s.add_into(x, y, out)),
             ("add, 1024 f32 (no sync)", lambda: s.add(x, y)),
             ("add_into x + 1.0 (no sync)", lambda: s.add_into(x, 1.0, out)),

@@ -82,6 +82,8 @@ def test_the_module_falls_back_to_the_legacy_calls(monkeypatch):
 class _LegacyDriver:
     """The legacy calls the wrappers make: ``(status, *values)`` tuples, recorded."""
 
+    from cuda.bindings.driver import CUresult  # (error messages name the status)
+
     def __init__(self, status: int = 0) -> None:
         self.status = status
         self.calls: list[tuple] = []
@@ -127,7 +129,10 @@ def test_legacy_current_gives_an_int_or_raises(monkeypatch):
 @pytest.mark.parametrize("status, kind", [(1, BackendSourceError), (700, ContextLostError)])
 def test_legacy_order_records_then_waits_and_raises_typed_errors(monkeypatch, status, kind):
     fake = _LegacyDriver()
-    monkeypatch.setattr(_driver_fast, "_d", fake)
+    from tenferro_cuda import _driver
+
+    monkeypatch.setattr(_driver, "_d", fake)  # the legacy order makes _driver's checked calls
+    monkeypatch.setattr(_driver, "event_record", _driver._checked("cuEventRecord"))
     monkeypatch.setattr("tenferro_cuda._driver._mark_current_lost", lambda: None)
     _driver_fast._legacy_order("ev", "producer", "waiter")
     assert fake.calls == [("record", "ev", "producer"), ("wait", "waiter", "ev", 0)]
