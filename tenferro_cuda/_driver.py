@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import threading
+from typing import NoReturn
 
 from cuda.bindings import driver as _d
 
@@ -65,7 +66,7 @@ def error_for(api: str, code: int, op: str = "", nbytes: int = 0) -> Exception:
     return err
 
 
-def _fail(api: str, status, op: str = "", nbytes: int = 0):
+def _fail(api: str, status, op: str = "", nbytes: int = 0) -> NoReturn:
     code = int(status)
     if code in STICKY_CODES:
         _mark_current_lost()
@@ -368,7 +369,7 @@ def function_allow_dynamic_shared(fn, nbytes: int, op: str = "") -> None:
     check(_d.cuFuncSetAttribute(fn, attr, nbytes), "cuFuncSetAttribute", op)
 
 
-def launch_failed(status, op: str = "") -> None:
+def launch_failed(status, op: str = "") -> NoReturn:
     """Raise the typed error of a failed launch (``_driver_fast.launch``, the launcher's
     call: ``kernels/launch.py`` is the one path to the GPU)."""
     _fail("cuLaunchKernel", status, op)

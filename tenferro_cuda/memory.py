@@ -28,7 +28,6 @@ Guarantees:
 from __future__ import annotations
 
 import collections
-import itertools
 import sys
 import threading
 from typing import Any
@@ -37,8 +36,6 @@ from . import _driver_memory
 from .authority import Authority
 from .errors import OutOfMemoryError
 
-_alloc_ids = itertools.count(1)
-_next_id = _alloc_ids.__next__
 _new = object.__new__
 _get_ident = threading.get_ident
 _finalizing = sys.is_finalizing
@@ -59,14 +56,13 @@ class DeviceBuffer(Authority):
     only drops it. Copying or pickling a buffer raises TypeError (two owners of one
     allocation would free it twice)."""
 
-    __slots__ = ("ptr", "nbytes", "home", "origin", "alloc_id", "owner", "__weakref__")
+    __slots__ = ("ptr", "nbytes", "home", "origin", "owner", "__weakref__")
 
     def __init__(self, ptr: int, nbytes: int, arena: _Arena, owner: object = None) -> None:
         self.ptr = ptr
         self.nbytes = nbytes
         self.home: _Arena | None = arena
         self.origin = arena
-        self.alloc_id = next(_alloc_ids)
         self.owner = owner
 
     @property
@@ -132,7 +128,7 @@ class DeviceBuffer(Authority):
 
     def __repr__(self) -> str:
         state = "freed" if self.home is None else "live"
-        return f"DeviceBuffer(0x{self.ptr:x}, {self.nbytes} B, id={self.alloc_id}, {state})"
+        return f"DeviceBuffer(0x{self.ptr:x}, {self.nbytes} B, {state})"
 
 
 class _Arena(Authority):
@@ -187,20 +183,18 @@ class _Arena(Authority):
 
     def alloc(self, nbytes: int, op: str = "") -> DeviceBuffer:
         """A buffer of at least ``nbytes`` on this arena's stream (the owner thread)."""
-        pool = self.pool
-        if 0 < nbytes <= RECYCLE_LIMIT and not self.remote and pool.limit is None:
-            nbytes = (nbytes + _GRANULE - 1) & -_GRANULE
-            lst = self.lists.get(nbytes)
-            if lst:  # the hot case: a recycled buffer, no driver call, no __init__
-                self.cached_bytes -= nbytes
-                self.allocations += 1
-                buf = _new(DeviceBuffer)
-                buf.ptr = lst.pop()  # one store each: cheaper than unpacking a tuple
-                buf.nbytes = nbytes
-                buf.home = buf.origin = self
-                buf.alloc_id = _next_id()
-                buf.owner = None
-                return buf
+        size = (nbytes + _GRANULE - 1) & -_GRANULE
+        lst = self.lists.get(size)  # keys: granule multiples in (0, RECYCLE_LIMIT] (keep)
+        if lst and not self.remote and self.pool.limit is None:
+            # the hot case: a recycled buffer, no driver call, no __init__
+            self.cached_bytes -= size
+            self.allocations += 1
+            buf = _new(DeviceBuffer)
+            buf.ptr = lst.pop()  # one store each: cheaper than unpacking a tuple
+            buf.nbytes = size
+            buf.home = buf.origin = self
+            buf.owner = None
+            return buf
         return self._alloc(nbytes, op)
 
     def _alloc(self, nbytes: int, op: str) -> DeviceBuffer:

@@ -57,20 +57,21 @@ def main() -> None:
         from tenferro_cuda.ops.elementwise import fast
         from tenferro_cuda.shapes.elementwise import KINDS
 
-        impl = type(s).add.__wrapped_op__
+        impl, into = type(s).add.__wrapped_op__, type(s).add_into.__wrapped_op__
         p = ctx.memo[(KINDS["add"].key, "add")][tc.float32]
         launch = p.small  # the launch of a 1,024-element run
+        go = launch.bound(4)
         # the addresses outside the timed call: the row times the launch, not data_ptr()
         po, px, py = out.data_ptr(), x.data_ptr(), y.data_ptr()
         rows = [
             ("_driver.current_context_id (legacy)", _driver.current_context_id),
             ("raw cuCtxGetCurrent binding", d.cuCtxGetCurrent),
             ("add impl without the facade", lambda: impl(ctx, x, y)),
-            ("fast.binary alone", lambda: fast.binary(p, x, y)),
-            ("fast.binary into (no alloc)", lambda: fast.binary(p, x, y, out)),
+            ("add_into impl (no alloc)", lambda: into(ctx, x, y, out)),
             ("fast.scalar into (no alloc)", lambda: fast.scalar(p, x, 1.0, 1, out)),
             ("scalar 1.0 to float32 bits", lambda: p.bits(1.0)),
             ("PreparedLaunch.run alone", lambda: launch.run(4, po, px, py, 0, 1024, 8)),
+            ("pack + bound launch alone", lambda: (launch.pack(po, px, py, 0, 1024, 8), go())),
             ("recycled 4 KiB alloc + release", lambda: home.alloc(4096)),
             ("bare cuLaunchKernel, pre-packed",
              lambda: d.cuLaunchKernel(fn, 1, 1, 1, 32, 1, 1, 0, stream, params, 0)),

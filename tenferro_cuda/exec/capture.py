@@ -225,7 +225,7 @@ class CaptureState(Authority):
     def __init__(self, ctx: Capturing, memory: GraphMemory) -> None:
         self.ctx, self.memory = ctx, memory
         self.external: dict[int, Any] = {}  # id -> tensor or view given to an op
-        self.kept: dict[int, DeviceBuffer] = {}  # alloc_id -> buffer the graph uses
+        self.kept: dict[int, DeviceBuffer] = {}  # id -> buffer the graph uses (kept alive)
         self.ops: list[str] = []
         self.table_users: set[int] = set()  # id of tensors given to a TABLE_OPS op
         self.written: set[int] = set()  # id of tensors given as an op's output
@@ -279,7 +279,7 @@ class CaptureState(Authority):
             return
         if buf.owner is not self.memory:
             self.external[id(value)] = value
-            self.kept[buf.alloc_id] = buf
+            self.kept[id(buf)] = buf
             if table:
                 self.table_users.add(id(value))
 

@@ -25,6 +25,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .. import _driver, _driver_fast
+from ..errors import ValidationError
 from . import guard
 from .capture import NOT_CAPTURABLE
 
@@ -33,8 +34,13 @@ __all__ = ["op_method", "enter", "check", "context_of", "register_session_type",
 
 # The globals of every generated method (one dict: the names are looked up per call, so
 # a test may replace ``_current`` here to emulate a device).
+def _no_output(op: str, name: str) -> None:
+    raise ValidationError(f"{name} must be a Tensor or TensorView (got None)", op=op)
+
+
 SHARED = {"_ident": threading.get_ident, "_current": _driver_fast.current,
-          "_Failure": _driver_fast.Failure, "_lost": _driver.lost_contexts}
+          "_Failure": _driver_fast.Failure, "_lost": _driver.lost_contexts,
+          "_no_output": _no_output}
 
 
 _session_types: list[type] = []
@@ -55,8 +61,6 @@ def register_session_type(cls: type) -> type:
 def context_of(obj: object, op: str, what: str = "destination") -> Any:
     """The ExecContext of another session passed to an op, after its entry checks."""
     if not isinstance(obj, tuple(_session_types)):
-        from ..errors import ValidationError
-
         raise ValidationError(f"{what} must be a CudaExecSession (got {type(obj).__name__})",
                               op=op)
     return check(obj, op)
@@ -109,9 +113,15 @@ def op_method(name: str, impl: Callable, op: str | None = None) -> Callable:
         call.append(p.name)
     args = ", ".join(call)
     bound = ", ".join(["_impl", "_enter", *defaults])
+    # a required output given as None is refused before anything else (a family's
+    # function may read None as "allocate")
+    required = "".join(
+        f"        if {p.name} is None:\n            _no_output({op or name!r}, {p.name!r})\n"
+        for p in params if p.name in OUTPUT_PARAMETERS and p.default is inspect.Parameter.empty)
     source = (
         f"def _make({bound}):\n"
         f"    def {name}({', '.join(header)}):\n"
+        f"{required}"
         f"        ctx = self._ctx\n"
         f"        if ctx.thread == _ident() and self._scope.alive and ctx.eager:\n"
         f"            try:\n"

@@ -8,7 +8,12 @@ parameter block laid out once from the kernel's argument codes (``kernels/args.p
 *head* of parameters written per call with one ``struct.pack_into``, and a *tail* of
 constants (the error word, error codes) written once. ``run(gx, *head)`` and
 ``run3(grid, *head)`` write the head and launch; a failed launch raises the typed error
-naming the op. ``put_tail(j, value)`` rewrites tail value ``j`` for the launches that
+naming the op. For a hot path, ``bound(gx)`` is the launch of a ``gx``-block grid with
+every argument bound: a call of no arguments that runs no Python code (a
+``functools.partial`` of the binding's launch; the block is the one ``pack(*head)``
+writes), unchecked: the caller passes what it raises to ``failed``, which raises the
+typed error of a failed launch (or the exception itself, when it is not a driver
+failure). ``put_tail(j, value)`` rewrites tail value ``j`` for the launches that
 follow: a word the head does not carry because it rarely changes (the high half of a
 complex128 scalar operand of an elementwise kernel). ``cuLaunchKernel`` copies the
 parameters when it is called, so a prepared launch can be refilled right after it returns;
@@ -24,8 +29,8 @@ from __future__ import annotations
 import ctypes
 import functools
 import struct
-from collections.abc import Sequence
-from typing import Any, NamedTuple
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple, NoReturn
 
 from .. import _driver, _driver_fast
 from ..authority import Authority
@@ -113,7 +118,7 @@ class PreparedLaunch(Authority):
     be copied or pickled: it launches on its context's stream."""
 
     __slots__ = ("fn", "codes", "stream", "bx", "by", "bz", "shared", "op", "nhead",
-                 "pointer_slots", "_head", "_shift", "_buf", "_ptrs", "_pack", "_tail", "address",
+                 "pointer_slots", "_head", "_shift", "_buf", "_ptrs", "pack", "_tail", "address",
                  "_fn", "_stream")
 
     def __init__(self, fn: Any, codes: str, stream: Any, info: Any, *,
@@ -134,7 +139,7 @@ class PreparedLaunch(Authority):
         self._ptrs = lay.array(*[base + shift + off for off in lay.offsets])
         self.address = ctypes.addressof(self._ptrs)
         # The head writer with its buffer and offset bound: one call per launch.
-        self._pack = functools.partial(lay.head.pack_into, self._buf, shift)
+        self.pack = functools.partial(lay.head.pack_into, self._buf, shift)
         # One writer per tail value, its buffer and offset bound (put_tail is one call).
         self._tail = tuple(functools.partial(writer.pack_into, self._buf, shift + off)
                            for off, writer in lay.tail)
@@ -148,21 +153,34 @@ class PreparedLaunch(Authority):
 
     def run(self, gx: int, *head: Any) -> None:
         """Write the head parameters and launch a grid of (gx, 1, 1) blocks."""
-        self._pack(*head)
+        self.pack(*head)
         try:
             _launch(self._fn, gx, 1, 1, self.bx, self.by, self.bz, self.shared, self._stream,
                     self.address, 0)
         except _Failure as exc:
-            _failed(exc.status, self.op)  # type: ignore[attr-defined]
+            self.failed(exc)
 
     def run3(self, grid: Sequence[int], *head: Any) -> None:
         """``run`` with a 3-D grid."""
-        self._pack(*head)
+        self.pack(*head)
         try:
             _launch(self._fn, grid[0], grid[1], grid[2], self.bx, self.by, self.bz,
                     self.shared, self._stream, self.address, 0)
         except _Failure as exc:
+            self.failed(exc)
+
+    def bound(self, gx: int) -> Callable[[], Any]:
+        """The launch of a grid of (gx, 1, 1) blocks with the parameters ``pack`` wrote:
+        unchecked (see the module docstring); pass what it raises to ``failed``."""
+        return functools.partial(_launch, self._fn, gx, 1, 1, self.bx, self.by, self.bz,
+                                 self.shared, self._stream, self.address, 0)
+
+    def failed(self, exc: BaseException) -> NoReturn:
+        """Raise the typed error of a launch that raised ``exc``: a driver failure as
+        ``run`` raises it, anything else as it is."""
+        if isinstance(exc, _Failure):
             _failed(exc.status, self.op)  # type: ignore[attr-defined]
+        raise exc
 
     def __repr__(self) -> str:
         return (f"PreparedLaunch({self.codes!r}, block=({self.bx}, {self.by}, {self.bz}), "
@@ -188,3 +206,12 @@ class WatchedLaunch(PreparedLaunch):
     def run3(self, grid: Sequence[int], *head: Any) -> None:
         self.watch.count += 1
         PreparedLaunch.run3(self, grid, *head)
+
+    def bound(self, gx: int) -> Callable[[], Any]:
+        """``PreparedLaunch.bound``, counting each launch in ``watch``."""
+        go, watch = PreparedLaunch.bound(self, gx), self.watch
+
+        def counted() -> None:
+            watch.count += 1
+            go()
+        return counted

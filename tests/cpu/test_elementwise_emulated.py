@@ -162,6 +162,29 @@ def test_fast_path_reuses_everything(emu, monkeypatch):
     assert len(calls) == 1
 
 
+def test_the_fast_path_plans_each_shape_it_meets(emu, monkeypatch):
+    """The fast path keeps the plan of the last shape it launched (``Prep.plan``): shapes
+    that alternate, a run past the small kernel's limit and a rank change all launch what
+    the general path would, each result right, and the general path is never asked."""
+    s, dev, rt = emu
+    monkeypatch.setattr(elementwise_engine, "SMALL", 64)
+    shapes = [(64,), (3, 5), (65,), (3, 5), (1, 1, 64), (65,)]
+    arrays = {sh: np.arange(np.prod(sh), dtype=np.float32).reshape(sh) for sh in shapes}
+    tensors = {sh: put(s, a) for sh, a in arrays.items()}
+    for sh, x in tensors.items():  # prepares both launches (general path)
+        s.add(x, x)
+    calls = []
+    monkeypatch.setattr(elementwise_engine, "run", lambda *a, **k: calls.append(a))
+    for sh in shapes * 2:
+        got = get(s, s.add(tensors[sh], tensors[sh]))
+        n = int(np.prod(sh))
+        assert got.shape == sh and np.array_equal(got, arrays[sh] * 2), sh
+        entry, grid, block, _, args = dev.launches[-1]
+        assert entry == ("small" if n <= 64 else "contig"), sh
+        assert args[4] == n and grid[0] * block[0] >= (n if n <= 64 else 1), sh
+    assert calls == []
+
+
 def test_misaligned_views_use_the_scalar_path(emu, monkeypatch):
     s, dev, rt = emu
     monkeypatch.setattr(elementwise_engine, "SMALL", 0)  # the contiguous kernel

@@ -140,6 +140,46 @@ def test_a_failed_watched_launch_still_counts(monkeypatch):
     assert ctx.errors.pending
 
 
+@pytest.mark.parametrize("tail, watched", [((WORD, 7, 0, 0, 0), True), ((0, 0, 0, 0, 0), False)])
+def test_a_bound_launch_launches_the_packed_block_and_counts_when_watched(monkeypatch, tail,
+                                                                          watched):
+    """``bound(gx)``: the launch with every argument fixed (the hot paths' form); a watched
+    kernel's bound launch counts itself like ``run``."""
+    ctx = _prep_ctx()
+    launched = []
+    monkeypatch.setattr(launch_mod, "_launch", lambda *a: launched.append(a) or (0,))
+    monkeypatch.setattr(launch_mod, "_handle", lambda h: h)  # fake functions
+    launch = ExecContext.prepare(ctx, "key", "fn", "PQ" + "PiQQQ", tail=tail, op="t")
+    go = launch.bound(7)
+    launch.pack(1 << 20, 5)
+    go()
+    go()
+    launch.run(7, 1 << 20, 5)
+    assert launched[0] == launched[1] == launched[2]
+    assert launched[0][:4] == ("fn", 7, 1, 1) and launched[0][8:] == (3, launch.address, 0)
+    assert ctx.errors.count == (3 if watched else 0)
+
+
+def test_failed_gives_the_typed_error_of_a_bound_launch(monkeypatch):
+    """What a bound launch raises, through ``failed``: the typed error naming the op, as
+    ``run`` raises it; an exception that is not a driver failure passes unchanged."""
+    ctx = _prep_ctx()
+    monkeypatch.setattr(launch_mod, "_launch", _failing)
+    monkeypatch.setattr(launch_mod, "_handle", lambda h: h)  # fake functions
+    launch = ExecContext.prepare(ctx, "k", "fn", "PQ", op="the_op")
+    go = launch.bound(1)
+    with pytest.raises(BackendSourceError, match="the_op") as raised:
+        try:
+            go()
+        except Exception as exc:  # noqa: BLE001 - the hot paths' form
+            launch.failed(exc)
+    with pytest.raises(BackendSourceError) as by_run:
+        launch.run(1, 0, 0)
+    assert str(raised.value) == str(by_run.value)
+    with pytest.raises(KeyboardInterrupt):
+        launch.failed(KeyboardInterrupt())
+
+
 def _graph(session, watched_launches: int):
     ctx = session._ctx
     state = cap.CaptureState(ctx, cap.GraphMemory(ctx.home, 99))

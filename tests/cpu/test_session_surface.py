@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 
 from tenferro_cuda import _session_ops
+from tenferro_cuda.errors import ValidationError
+from tenferro_cuda.exec.entry import OUTPUT_PARAMETERS
 from tenferro_cuda.session import CudaExecSession
 
 STUB = Path(_session_ops.__file__).with_suffix(".pyi")
@@ -55,6 +57,29 @@ def test_op_method_forwards_to_its_family_function(name):
     want = list(inspect.signature(fn).parameters)[1:]  # after ctx
     assert list(inspect.signature(method).parameters)[1:] == want
     assert method.__doc__ == fn.__doc__
+
+
+OUTPUTS = sorted((name, p.name) for name, fn in METHODS.items()
+                 for p in list(inspect.signature(fn).parameters.values())[1:]
+                 if p.name in OUTPUT_PARAMETERS)
+
+
+def test_the_output_table_is_not_empty():
+    assert {"add_into", "copy_read_into", "axpby_read_into_accum"} <= {n for n, _ in OUTPUTS}
+
+
+@pytest.mark.parametrize("name,param", OUTPUTS)
+def test_an_output_given_as_none_is_refused_before_anything(name, param):
+    """A required output (``out``, ``dst``, the accumulated ``y``) given as None raises
+    ValidationError naming it, before the session is even looked at (this one has no
+    state at all): a family function may read None as "allocate"."""
+    method = getattr(CudaExecSession, name)
+    params = list(inspect.signature(method).parameters)[1:]
+    session = object.__new__(CudaExecSession)
+    args = [None if p == param else object() for p in params]
+    with pytest.raises(ValidationError, match=f"{param} must be a Tensor") as raised:
+        method(session, *args)
+    assert raised.value.op == name
 
 
 def test_the_session_is_a_thin_facade():

@@ -128,6 +128,16 @@ class _Launch:
     def run(self, gx: int, *head: Any) -> None:
         self.ctx.launcher(self.fn, (gx, 1, 1), self.block, self.shared, head + self.tail)
 
+    def pack(self, *head: Any) -> None:
+        self.head = head
+
+    def bound(self, gx: int):
+        """``PreparedLaunch.bound``: the launch of what ``pack`` wrote last."""
+        return lambda: self.run(gx, *self.head)
+
+    def failed(self, exc: BaseException):
+        raise exc
+
     def run3(self, grid, *head: Any) -> None:
         self.ctx.launcher(self.fn, tuple(grid), self.block, self.shared, head + self.tail)
 

@@ -87,7 +87,8 @@ class Prep:
 
     __slots__ = ("kind", "name", "dtype", "out_dtype", "out_item", "item", "items",
                  "contig", "strided", "bcast", "small", "small_limit", "per_block", "cap",
-                 "home", "err", "code", "tail", "bits", "scalar", "scalar_bits")
+                 "home", "err", "code", "tail", "bits", "scalar", "scalar_bits", "shape",
+                 "plan")
     kind: Kind
     name: str
     dtype: DType  # the primary dtype
@@ -109,6 +110,8 @@ class Prep:
     bits: Any  # shapes.scalars.converter of the primary dtype (binary ops' scalar operands)
     scalar: object  # the last Python scalar the fast path converted (a bool, int or float)
     scalar_bits: int  # its bits: the same object again is not converted again
+    shape: tuple[int, ...] | None  # the shape of the fast path's last plan (fast._plan)
+    plan: tuple | None  # that plan: (elements, launch, blocks, output bytes)
 
 
 class Value(NamedTuple):
@@ -152,6 +155,7 @@ def prep(ctx: ExecContext, kind: Kind, name: str, primary: DType) -> Prep:
     p.tail = (p.err, p.code, 0, 0, 0)
     p.bits = converter(primary)
     p.scalar, p.scalar_bits = NOTHING, 0
+    p.shape = p.plan = None
     p.contig = p.strided = p.bcast = p.small = None
     p.small_limit = SMALL if _ENTRIES[kind.family][3] else 0
     preps[primary] = p

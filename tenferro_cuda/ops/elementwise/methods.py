@@ -54,41 +54,7 @@ def _unary(kind: Kind, name: str, into: bool) -> Impl:
 
 
 def _binary(kind: Kind, name: str, into: bool) -> Impl:
-    key = (kind.key, name)
-
-    def owned(ctx: ExecContext, lhs: Tensor | TensorView | Scalar,
-              rhs: Tensor | TensorView | Scalar) -> Tensor:
-        preps = ctx.memo.get(key)
-        if preps is not None:
-            if type(lhs) is Tensor:
-                p = preps.get(lhs.dtype)
-                if p is not None:
-                    res = fast.binary(p, lhs, rhs)
-                    if res is not None:
-                        return res
-            elif type(rhs) is Tensor:
-                p = preps.get(rhs.dtype)
-                if p is not None:
-                    res = fast.scalar(p, rhs, lhs, 0)
-                    if res is not None:
-                        return res
-        return engine.run(ctx, kind, name, (lhs, rhs))
-
-    def write(ctx: ExecContext, lhs: Tensor | TensorView | Scalar,
-              rhs: Tensor | TensorView | Scalar, out: Tensor | TensorView) -> None:
-        preps = ctx.memo.get(key)
-        if preps is not None:
-            if type(lhs) is Tensor:
-                p = preps.get(lhs.dtype)
-                if p is not None and fast.binary(p, lhs, rhs, out) is not None:
-                    return
-            elif type(rhs) is Tensor:
-                p = preps.get(rhs.dtype)
-                if p is not None and fast.scalar(p, rhs, lhs, 0, out) is not None:
-                    return
-        engine.run(ctx, kind, name, (lhs, rhs), out)
-
-    return write if into else owned
+    return fast.binary_function(kind, name, into)
 
 
 def _ternary(kind: Kind, name: str, into: bool) -> Impl:
