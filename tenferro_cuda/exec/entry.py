@@ -12,6 +12,9 @@ context) -- then the call
 ``enter``, which raises the precise ``RuntimeStateError``/``ContextLostError``, or, when
 user code made another context current (or none), runs the op with ours pushed and pops
 it again (``guard.call_pushed``): an op leaves the thread's context as it found it.
+Before all of this, a required output parameter (``out``, ``dst``, the accumulated ``y``:
+``OUTPUT_PARAMETERS``) given as None raises ValidationError: a family function may read
+None as "allocate" (one function serves both forms of a binary elementwise op).
 
 ``describe(name, impl)`` gives the text of the method for the generated stub
 (``_session_ops.pyi``).
@@ -32,12 +35,12 @@ from .capture import NOT_CAPTURABLE
 __all__ = ["op_method", "enter", "check", "context_of", "register_session_type",
            "describe"]
 
-# The globals of every generated method (one dict: the names are looked up per call, so
-# a test may replace ``_current`` here to emulate a device).
 def _no_output(op: str, name: str) -> None:
     raise ValidationError(f"{name} must be a Tensor or TensorView (got None)", op=op)
 
 
+# The globals of every generated method (one dict: the names are looked up per call, so
+# a test may replace ``_current`` here to emulate a device).
 SHARED = {"_ident": threading.get_ident, "_current": _driver_fast.current,
           "_Failure": _driver_fast.Failure, "_lost": _driver.lost_contexts,
           "_no_output": _no_output}

@@ -145,8 +145,8 @@ def binary_function(kind: Kind, name: str, into: bool) -> Callable:
         preps = ctx.memo.get(key)
         if preps is None:
             return general(ctx, lhs, rhs, out)
-        if type(lhs) is not Tensor:  # a scalar lhs (``2.0 - x``): by value, as operand 0
-            if type(rhs) is not Tensor:
+        if type(lhs) is not Tensor:  # a scalar lhs (``2.0 - x``) by value, as operand 0;
+            if type(rhs) is not Tensor:  # views and the rest: the general path
                 return general(ctx, lhs, rhs, out)
             p = preps.get(rhs.dtype)
             res = None if p is None else scalar(p, rhs, lhs, 0, out)

@@ -5,9 +5,10 @@ numpy-style docstring (the session facade turns each into a method).
 A unary or binary function first tries the fast path (``fast.py``: the general path with
 its planning skipped, when the call is the one plan it covers and this (kind, method,
 dtype) was prepared by an earlier call), then the general path ``engine.run``, which
-validates everything and raises the typed errors. A binary op whose ``lhs`` is a scalar
-tries the fast path of its ``rhs``'s dtype. Ternary operations (select, clamp) take the
-general path. Binary and ternary operands may be scalars (``shapes/scalars.py``).
+validates everything and raises the typed errors. A binary function is
+``fast.binary_function``'s (its fast path written out in it); one whose ``lhs`` is a
+scalar tries the fast path of its ``rhs``'s dtype. Ternary operations (select, clamp)
+take the general path. Binary and ternary operands may be scalars (``shapes/scalars.py``).
 """
 
 from __future__ import annotations
