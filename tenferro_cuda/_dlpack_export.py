@@ -61,7 +61,7 @@ from .dlpack import (
 from .errors import RuntimeStateError
 from .tensor import install_export
 
-__all__ = ["export_capsule", "live_exports", "exports_over", "dlpack_device"]
+__all__ = ["export_capsule", "live_exports", "exports_over", "dlpack_device", "install_copy"]
 
 _CUDA = int(DLDeviceType.kDLCUDA)
 _CPU_DEVICE = (DLDeviceType.kDLCPU, 0)
@@ -251,25 +251,26 @@ def _copied(ctx, tensor, consumer, op: str):
         raise BufferError("__dlpack__(copy=True): the copy is made by the thread whose "
                           "session stream the tensor belongs to; export from that thread "
                           "or with copy=None")
+    copier = _copier[0]
+    if copier is None:  # (a device tensor comes from a session, which installs it)
+        raise BufferError("__dlpack__(copy=True): no session has been opened in this "
+                          "process, so no copy can be made")
     from .exec import guard
 
-    return guard.call_current(ctx, _copy, f, ctx, tensor, consumer, op)
+    return guard.call_current(ctx, copier, f, ctx, tensor, consumer, op)
 
 
-def _copy(f, ctx, tensor, consumer, op: str):
-    from .ops import storage
+# The copy of ``copy=True``, ``fn(_foreign, ctx, tensor, consumer stream, op)``: made by an
+# op family (``ops/interop.export_copy``, installed when the session's ops are imported:
+# the export sits below the op families and never imports them).
+_copier: list = [None]
 
-    if consumer is None or not tensor.is_contiguous:
-        out = storage.materialize(ctx, tensor, op)
-        if consumer is not None:
-            f.order(ctx, consumer, ctx.stream)
-        return out
-    out = ctx.alloc(tensor.dtype, tensor.shape, op)
-    f.order(ctx, consumer, ctx.stream)  # the source's writes and the allocation
-    if out.size:
-        f.copy_on(consumer, out.buffer.ptr, tensor.data_ptr(), out.nbytes, op)
-    f.order(ctx, ctx.stream, consumer)  # neither buffer is reused under the copy
-    return out
+
+def install_copy(fn) -> None:
+    """Install the function that makes the compact copy of ``copy=True``."""
+    _copier[0] = fn
+
+
 
 
 # (ndim, versioned) -> (struct layout, block type, offset of shape in the block)

@@ -15,7 +15,7 @@ Import (``parse_capsule`` then ``consume``, used by ``session.from_dlpack``):
   ``ForeignOwner`` whose ``__del__`` calls the producer's deleter exactly once, when our
   stream has finished the work enqueued so far (``_foreign.release_when_idle``).
 - ``byte_offset`` is added to ``data``; the flags are kept (``READ_ONLY`` makes the
-  adopted tensor read-only: ``exec/aliasing.check_writable``).
+  adopted tensor read-only: ``shapes/aliasing.check_writable``).
 """
 
 from __future__ import annotations

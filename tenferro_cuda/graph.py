@@ -33,12 +33,12 @@ from ._dlpack_export import exports_over
 from .authority import Authority
 from .errors import BackendSourceError, RuntimeStateError, ValidationError
 from .exec import entry, guard
-from .exec.aliasing import byte_range, check_writable
 from .exec.capture import CaptureState, GraphMemory, refused
 from .exec.residency import resident
 from .graph_edges import make_programmatic
 from .graph_rebind import Executables, check_placement, sites_of, written_keys
 from .memo import BoundedCache
+from .shapes.aliasing import byte_range, check_writable
 from .tensor import Tensor, _Strided
 
 __all__ = ["CudaGraph"]

@@ -34,8 +34,8 @@ from typing import Any
 from . import _driver_graph as dg
 from .authority import Authority
 from .errors import TenferroError, ValidationError
-from .exec.aliasing import byte_range
 from .memo import BoundedCache
+from .shapes.aliasing import byte_range
 
 __all__ = ["NodeTable", "Executables", "MAX_EXECS", "written_keys", "check_placement",
            "allocation", "sites_of"]
@@ -266,7 +266,7 @@ def written_keys(external: dict[int, Any], written: set[int]) -> set[int]:
     """The tensors the capture was given whose memory the graph writes: the outputs, and
     every other tensor over memory an output addresses (an in-place ``add_into(x, b, out)``
     whose ``out`` is another Tensor over ``x``'s buffer; a view of ``x`` a later op
-    writes). Memory is compared, never objects (``exec/aliasing.py``)."""
+    writes). Memory is compared, never objects (``shapes/aliasing.py``)."""
     spans = {key: byte_range(t) for key, t in external.items()}
     outs = [spans[key] for key in written if key in spans]
     return {key for key, (lo, hi) in spans.items()

@@ -16,13 +16,13 @@ from typing import Any
 from .authority import Authority, Scope
 from .dtypes import DType
 from .errors import UnsupportedDTypeError, ValidationError
-from .exec.aliasing import check_distinct_elements, check_writable
 from .exec.context import ExecContext
 from .exec.residency import resident
 from .kernels.registry import family as family_of
 from .ops import storage
 from .raw import Function, KernelArg, LaunchConfig, Module, RawSession, StreamHandle
 from .raw_args import _texts
+from .shapes.aliasing import check_distinct_elements, check_writable
 from .tensor import Tensor, _Strided
 
 __all__ = ["KernelSession"]

@@ -21,7 +21,7 @@ from .dtypes import DType, as_dtype
 from .errors import RuntimeStateError, UnsupportedDTypeError, UnsupportedError, ValidationError
 from .memo import BoundedCache
 from .shapes import check_permutation
-from .shapes.views import index_fields, view_fields
+from .shapes.views import index_fields, is_row_major, view_fields
 
 if TYPE_CHECKING:
     from .memory import DeviceBuffer
@@ -47,17 +47,6 @@ def compact_strides(shape: Sequence[int]) -> tuple[int, ...]:
     if type(shape) is tuple:
         _STRIDES.put(shape, strides)
     return strides
-
-
-def is_row_major(shape: Sequence[int], strides: Sequence[int]) -> bool:
-    """Whether ``strides`` are the compact row-major strides of ``shape`` (axes of extent
-    1 may carry any stride): the elements form one dense run."""
-    expect = 1
-    for n, st in zip(reversed(shape), reversed(strides)):
-        if n != 1 and st != expect:
-            return False
-        expect *= n
-    return True
 
 
 def _init_view(v: TensorView, base, shape, strides, offset, op: str) -> None:

@@ -17,9 +17,10 @@ from typing import Any
 
 from .. import _nccl
 from ..errors import RuntimeStateError, ValidationError
-from ..exec import aliasing, entry, guard
+from ..exec import entry, guard
 from ..exec.residency import not_resident
 from ..ops import storage
+from ..shapes import aliasing
 from ..tensor import Tensor, _Strided
 
 __all__ = ["contexts", "locate", "per_rank", "outputs", "disjoint", "same_layout",

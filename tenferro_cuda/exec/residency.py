@@ -13,12 +13,11 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
 from ..errors import RuntimeStateError, ValidationError
+from ..shapes import describe_array
 from ..tensor import _Strided
 
-__all__ = ["resident", "not_resident", "describe_array"]
+__all__ = ["resident", "not_resident"]
 
 
 def resident(ctx: Any, t: object, op: str, what: str = "input") -> Any:
@@ -28,34 +27,6 @@ def resident(ctx: Any, t: object, op: str, what: str = "input") -> Any:
         if buf is not None and buf.home is ctx.home:
             return buf
     raise not_resident(ctx, t, op, what)
-
-
-_CUDA_DEVICE_TYPES = (2, 3, 13)  # DLPack: kDLCUDA, kDLCUDAHost, kDLCUDAManaged
-
-
-_ADOPT = "adopt it with from_dlpack or from_cuda_array_interface first"
-_UPLOAD = "upload it with upload_host_tensor first"
-
-
-def describe_array(t: object) -> tuple[str, str]:
-    """(what, what to do) for an array of another library; ("", "") for an object that
-    is no array."""
-    name = type(t).__name__
-    if isinstance(t, np.generic):  # a numpy scalar is no array in the wrong place
-        return "", ""
-    if hasattr(t, "__cuda_array_interface__"):
-        return f"a {name} GPU array of another library, not adopted", _ADOPT
-    if hasattr(t, "__dlpack_device__"):
-        try:
-            device_type = int(t.__dlpack_device__()[0])  # type: ignore[attr-defined]
-        except Exception:  # noqa: BLE001 - only the message depends on it
-            device_type = 0
-        if device_type in _CUDA_DEVICE_TYPES:
-            return f"a {name} GPU array of another library, not adopted", _ADOPT
-        return f"a {name} host array", _UPLOAD
-    if hasattr(t, "__array__") or hasattr(t, "__array_interface__"):
-        return f"a {name} host array", _UPLOAD
-    return "", ""
 
 
 def not_resident(ctx: Any, t: object, op: str, what: str) -> Exception:

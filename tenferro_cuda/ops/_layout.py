@@ -3,7 +3,7 @@
 ``coalesce`` merges adjacent axes that are contiguous with each other in *every* operand
 and drops extent-1 axes, so kernels index over the fewest axes (a transposed matrix stays
 rank 2, a contiguous block becomes rank 1). Overlap of outputs with inputs is judged in
-``exec/aliasing.py``.
+``shapes/aliasing.py``.
 """
 
 from __future__ import annotations

@@ -1,6 +1,9 @@
 """Shape inference and argument validation, pure Python (no device): one module per op
-family, plus the checks they share here. Every function raises ValidationError (or an
-UnsupportedDType* error) *before* anything is allocated or launched.
+family, plus the checks they share here, and the alias rule for outputs (``aliasing.py``:
+overlap judged by device byte ranges). Every function raises ValidationError (or an
+UnsupportedDType* error) *before* anything is allocated or launched. Nothing here imports
+the layers above (tensors are read through their fields: ``shape``, ``strides``,
+``base.buffer``).
 """
 
 from __future__ import annotations
@@ -130,3 +133,31 @@ def check_out(out_shape: Sequence[int], out_dtype: DType, shape: Sequence[int],
     if out_dtype is not dtype:
         raise ValidationError(f"out has dtype {out_dtype.value}; the result has dtype "
                               f"{dtype.value}", op=op, kind="dtype_mismatch")
+
+
+_CUDA_DEVICE_TYPES = (2, 3, 13)  # DLPack: kDLCUDA, kDLCUDAHost, kDLCUDAManaged
+
+
+_ADOPT = "adopt it with from_dlpack or from_cuda_array_interface first"
+_UPLOAD = "upload it with upload_host_tensor first"
+
+
+def describe_array(t: object) -> tuple[str, str]:
+    """(what, what to do) for an array of another library; ("", "") for an object that
+    is no array."""
+    name = type(t).__name__
+    if isinstance(t, np.generic):  # a numpy scalar is no array in the wrong place
+        return "", ""
+    if hasattr(t, "__cuda_array_interface__"):
+        return f"a {name} GPU array of another library, not adopted", _ADOPT
+    if hasattr(t, "__dlpack_device__"):
+        try:
+            device_type = int(t.__dlpack_device__()[0])  # type: ignore[attr-defined]
+        except Exception:  # noqa: BLE001 - only the message depends on it
+            device_type = 0
+        if device_type in _CUDA_DEVICE_TYPES:
+            return f"a {name} GPU array of another library, not adopted", _ADOPT
+        return f"a {name} host array", _UPLOAD
+    if hasattr(t, "__array__") or hasattr(t, "__array_interface__"):
+        return f"a {name} host array", _UPLOAD
+    return "", ""

@@ -3,9 +3,9 @@
 ``infer`` checks the operands against a ``DotGeneralConfig`` and returns the result
 shape ``[batch..., lhs free..., rhs free...]``. ``scalars`` checks alpha/beta against the
 operands' dtype. ``check_out`` checks a caller-owned output: exact shape and dtype,
-writable (``exec/aliasing.check_writable``), and no element addressed twice. All raise
+writable (``shapes/aliasing.check_writable``), and no element addressed twice. All raise
 before anything is allocated or launched. Overlap of an output with an input is judged by
-device memory (``exec/aliasing.check_output``), in the ops.
+device memory (``shapes/aliasing.check_output``), in the ops.
 """
 
 from __future__ import annotations
@@ -18,10 +18,9 @@ from typing import Any, cast
 from ..configs.dot import DotGeneralAccumulation, DotGeneralConfig
 from ..dtypes import DType
 from ..errors import UnsupportedDTypeError, ValidationError
-from ..exec.aliasing import check_writable
-from ..tensor import _Strided
 from . import MAX_RANK
 from . import check_out as _check_out_base
+from .aliasing import Strided, check_writable
 from .scalars import Misfit, as_builtin, overflow_text, shown
 
 __all__ = ["infer", "scalars", "check_out", "self_overlapping", "INT_RANGE", "SINGLE_SCALED",
@@ -208,7 +207,7 @@ def self_overlapping(shape: Sequence[int], strides: Sequence[int]) -> bool:
     return False
 
 
-def check_out(out: _Strided, shape: tuple[int, ...], dtype: DType, op: str) -> None:
+def check_out(out: Strided, shape: tuple[int, ...], dtype: DType, op: str) -> None:
     """A caller-owned output: exact shape and dtype, writable, no element addressed
     twice."""
     _check_out_base(out.shape, out.dtype, shape, dtype, op)

@@ -41,7 +41,7 @@ import numpy as np
 
 from ..dtypes import ALL_DTYPES, DType
 from ..errors import RuntimeStateError, ValidationError
-from ..exec.residency import describe_array
+from . import describe_array
 
 __all__ = ["Scalar", "Converter", "Misfit", "is_scalar", "converter", "bits",
            "not_an_operand", "overflow_text", "shown", "as_builtin", "int_as_float"]

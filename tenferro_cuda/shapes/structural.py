@@ -32,8 +32,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..errors import ValidationError
-from ..tensor import is_row_major
 from . import check_permutation, check_rank, check_size, int_sequence
+from .views import is_row_major
 
 
 def int_tuple(values, op: str, what: str) -> tuple[int, ...]:

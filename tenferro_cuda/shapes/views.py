@@ -14,6 +14,7 @@ lie in the 64-bit address space, above NULL.
 from __future__ import annotations
 
 import operator
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -21,9 +22,20 @@ import numpy as np
 from ..errors import ValidationError
 from . import ADDRESS_LIMIT, SIZE_LIMIT, check_size, int_sequence
 
-__all__ = ["view_fields", "index_fields", "check_extent", "signed_strides"]
+__all__ = ["view_fields", "index_fields", "check_extent", "signed_strides", "is_row_major"]
 
 _BOOLS = (bool, np.bool_)
+
+
+def is_row_major(shape: Sequence[int], strides: Sequence[int]) -> bool:
+    """Whether ``strides`` are the compact row-major strides of ``shape`` (axes of extent
+    1 may carry any stride): the elements form one dense run."""
+    expect = 1
+    for n, st in zip(reversed(shape), reversed(strides)):
+        if n != 1 and st != expect:
+            return False
+        expect *= n
+    return True
 
 
 def _offset(offset: Any, op: str) -> int:

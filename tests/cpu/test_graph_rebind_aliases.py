@@ -140,7 +140,7 @@ def test_strided_kernel_pointer_of_an_offset_view_lies_inside_the_views_byte_ran
     import numpy as np
     from test_elementwise_emu import emulated_session, put
 
-    from tenferro_cuda.exec.aliasing import byte_range
+    from tenferro_cuda.shapes.aliasing import byte_range
 
     s, dev, _ = emulated_session(monkeypatch)
     buf = put(s, np.zeros(16, np.float32))

@@ -128,6 +128,45 @@ def test_the_circle_finder_finds_a_lazy_circle(tmp_path):
     assert circles(import_graph(package, typing=False)) == [["pkg.high", "pkg.low"]]
 
 
+# What ``shapes/`` (shape inference, argument validation, the alias rule: pure Python, no
+# device) may import of the package: the layers below it, nothing above.
+SHAPES_MAY_IMPORT = {"tenferro_cuda.errors", "tenferro_cuda.dtypes", "tenferro_cuda.configs"}
+
+
+def _reach(graph: dict[str, set[str]], start: str) -> set[str]:
+    seen, todo = set(), [start]
+    while todo:
+        for nxt in graph[todo.pop()]:
+            if nxt not in seen:
+                seen.add(nxt)
+                todo.append(nxt)
+    return seen
+
+
+def test_shapes_imports_nothing_above_it():
+    graph = import_graph()  # annotations included: shapes reads tensors through a Protocol
+    for name, targets in graph.items():
+        if name == "tenferro_cuda.shapes" or name.startswith("tenferro_cuda.shapes."):
+            for target in targets:
+                below = any(target == m or target.startswith(m + ".")
+                            for m in SHAPES_MAY_IMPORT | {"tenferro_cuda.shapes"})
+                assert below, f"{name} imports {target}"
+
+
+def test_the_dlpack_export_never_reaches_the_op_families():
+    # (its copy=True copy is an op family's function, installed: install_copy)
+    reached = _reach(import_graph(), "tenferro_cuda._dlpack_export")
+    assert not any(m == "tenferro_cuda.ops" or m.startswith("tenferro_cuda.ops.")
+                   for m in reached)
+
+
+def test_the_op_families_install_the_export_copy():
+    from tenferro_cuda import _dlpack_export
+    from tenferro_cuda.ops import interop
+
+    assert _dlpack_export._copier == [interop.export_copy]
+
+
 @pytest.mark.parametrize("module", ["tenferro_cuda.tensor", "tenferro_cuda.dlpack",
                                     "tenferro_cuda.exec.context"])
 def test_lower_layers_never_reach_the_interop_layer(module):

@@ -2,7 +2,7 @@
 tensor adopted read-only (a DLPack capsule flagged READ_ONLY, a CAI with ``data[1]``
 True) with ValidationError before anything is launched, while the same call with a
 writable output of the same shape and dtype runs. The rule lives in
-``exec/aliasing.check_writable``; the methods run on the emulated context
+``shapes/aliasing.check_writable``; the methods run on the emulated context
 (``reference.fake_context``), launches recorded, not executed."""
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ from tenferro_cuda.configs.elementwise import CompareDir, ElementwiseReadOp
 from tenferro_cuda.dlpack import ForeignOwner
 from tenferro_cuda.dtypes import DType
 from tenferro_cuda.errors import UnsupportedDTypeError, ValidationError
-from tenferro_cuda.exec.aliasing import check_writable
 from tenferro_cuda.ops import interop
+from tenferro_cuda.shapes.aliasing import check_writable
 
 METHODS = dict(all_methods())
 INTO = sorted(name for name in METHODS if "_into" in name)

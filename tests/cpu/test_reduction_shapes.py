@@ -1,6 +1,6 @@
 """Validation and shape inference of the reductions and BLAS-1 ops (shapes/reduction.py):
 result shapes, every rejected input with its exception class and kind, the scalars axpby
-accepts, and the self-overlap test for its output (exec/aliasing.self_overlapping)."""
+accepts, and the self-overlap test for its output (shapes/aliasing.self_overlapping)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import pytest
 
 from tenferro_cuda.dtypes import DType
 from tenferro_cuda.errors import UnsupportedDTypeError, ValidationError
-from tenferro_cuda.exec.aliasing import self_overlapping
 from tenferro_cuda.shapes import reduction as shp
+from tenferro_cuda.shapes.aliasing import self_overlapping
 
 KINDS = shp.REDUCE_KINDS
 

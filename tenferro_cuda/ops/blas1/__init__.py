@@ -16,12 +16,12 @@ from collections.abc import Callable
 import numpy as np
 
 from ...dtypes import DType
-from ...exec.aliasing import check_distinct_elements, check_output
 from ...exec.context import ExecContext
 from ...exec.residency import resident
 from ...kernels.families import blas1 as fam
 from ...memo import BoundedCache
 from ...shapes import reduction as shp
+from ...shapes.aliasing import check_distinct_elements, check_output
 from ...shapes.reduction_plan import BLOCK
 from ...tensor import Tensor, TensorView, _Strided
 from .. import storage

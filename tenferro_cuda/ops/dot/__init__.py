@@ -10,7 +10,7 @@ without copies whenever the strides allow (``plan.py``). A missing cuBLAS raises
 ``BackendSourceError`` naming the library; there is no other path for float dtypes.
 
 A caller's ``out`` may not share device memory with ``lhs`` or ``rhs`` (judged by byte
-ranges, ``exec/aliasing``: a reshape of an input, a slice of it or a second adoption of
+ranges, ``shapes/aliasing``: a reshape of an input, a slice of it or a second adoption of
 the same foreign buffer all count), on every path, warm ones included.
 
 Cached form: ``dot_general_read_into_accum_cached(slot, ...)`` keeps, per slot of the
@@ -36,10 +36,10 @@ from typing import Any
 
 from ...configs.dot import OVERWRITE, DotGeneralAccumulation, DotGeneralConfig
 from ...errors import ValidationError
-from ...exec.aliasing import check_output, check_writable
 from ...exec.context import ExecContext
 from ...memo import BoundedCache
 from ...shapes import dot as shapes_dot
+from ...shapes.aliasing import check_output, check_writable
 from ...tensor import Tensor, TensorView, _Strided
 from .grouped import grouped_gemm
 from .plan import GemmPlan, plan_cached

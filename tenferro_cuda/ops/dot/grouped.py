@@ -35,10 +35,10 @@ from typing import Any
 from ...configs.dot import GemmJob, GroupedGemmConfig
 from ...dtypes import DType
 from ...errors import UnsupportedDTypeError, ValidationError
-from ...exec.aliasing import byte_range
 from ...exec.context import ExecContext
 from ...exec.residency import resident
 from ...shapes import dot as shapes_dot
+from ...shapes.aliasing import byte_range
 from .grouped_run import GroupedRun, plan_run
 
 __all__ = ["grouped_gemm", "check_disjoint"]

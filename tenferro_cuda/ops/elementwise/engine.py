@@ -41,12 +41,12 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ...dtypes import DType
 from ...errors import ValidationError
-from ...exec.aliasing import check_distinct_elements, check_output
 from ...exec.context import BLOCK, ExecContext
 from ...exec.residency import resident
 from ...kernels import warmup
 from ...kernels.args import layout_bytes
 from ...shapes import elementwise as ew_shapes
+from ...shapes.aliasing import check_distinct_elements, check_output
 from ...shapes.elementwise import CAST_KINDS, Kind
 from ...shapes.scalars import bits, converter, is_scalar, not_an_operand
 from ...tensor import Tensor, _Strided, compact_strides

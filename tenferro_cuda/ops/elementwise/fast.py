@@ -36,9 +36,9 @@ import inspect
 import math
 from collections.abc import Callable
 
-from ...exec.aliasing import disjoint_or_same, read_only
 from ...exec.context import BLOCK as _BLOCK
 from ...exec.context import ExecContext
+from ...shapes.aliasing import disjoint_or_same, read_only
 from ...shapes.elementwise import Kind
 from ...shapes.scalars import Scalar
 from ...tensor import Tensor, TensorView

@@ -6,7 +6,7 @@ other strides, negative included) whose ``DeviceBuffer`` lives in this session's
 allocation domain, on the session stream, with no pool: it is never freed by us. Its
 ``owner`` keeps the producer alive (``dlpack.ForeignOwner`` calls the DLPack deleter
 exactly once; ``cai.HeldProducer`` holds the exporting object), carries the read-only flag
-(``exec/aliasing.check_writable``) and lets go only when the session stream has finished
+(``shapes/aliasing.check_writable``) and lets go only when the session stream has finished
 the work enqueued so far (``_foreign.release_when_idle``).
 
 Stream order, without a host wait, one pooled event at most (``_foreign.order``):
@@ -35,8 +35,8 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-# _dlpack_export (imported for that alone) and cai install Tensor's export protocol.
-from ... import _dlpack_export, _foreign  # noqa: F401
+# _dlpack_export and cai install Tensor's export protocol; the export's copy is ours.
+from ... import _dlpack_export, _foreign
 from ...cai import HeldProducer, interface_of, parse_interface
 from ...dlpack import CAPSULE_TYPE, DLPACK_VERSION, check_device, consume, read_capsule
 from ...dtypes import DType
@@ -45,6 +45,7 @@ from ...exec import guard
 from ...exec.context import ExecContext
 from ...memo import BoundedCache
 from ...tensor import Tensor, TensorView, _Strided, is_row_major
+from .. import storage
 from .producers import current_stream
 
 __all__ = ["METHODS", "validate_producer", "request_capsule"]
@@ -292,6 +293,28 @@ def _adopt(ctx: ExecContext, data: int, dtype: DType, shape: tuple[int, ...],
                         buffer=ctx.adopt(data + lo * item, (hi - lo) * item, owner))
     return TensorView(base, shape, strides, -lo)
 
+
+def export_copy(f, ctx: ExecContext, tensor: _Strided, consumer: int | None,
+                op: str) -> Tensor:
+    """The compact copy an export with ``copy=True`` hands over (``_dlpack_export``; our
+    context is current): a dense tensor is copied by one memcpy on the consumer's stream
+    after it waits for ours (ours then waits for it, so neither buffer is reused under the
+    copy); a strided view is compacted on our stream, which the consumer then waits for;
+    with no consumer stream (-1) the copy is made on ours."""
+    if consumer is None or not tensor.is_contiguous:
+        out = storage.materialize(ctx, tensor, op)
+        if consumer is not None:
+            f.order(ctx, consumer, ctx.stream)
+        return out
+    out = ctx.alloc(tensor.dtype, tensor.shape, op)
+    f.order(ctx, consumer, ctx.stream)  # the source's writes and the allocation
+    if out.size:
+        f.copy_on(consumer, out.data_ptr(), tensor.data_ptr(), out.nbytes, op)
+    f.order(ctx, ctx.stream, consumer)  # neither buffer is reused under the copy
+    return out
+
+
+_dlpack_export.install_copy(export_copy)
 
 METHODS: tuple[tuple[str, Callable], ...] = (
     ("from_dlpack", from_dlpack), ("from_cuda_array_interface", from_cuda_array_interface),

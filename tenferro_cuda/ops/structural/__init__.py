@@ -17,11 +17,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from ... import shapes
-from ...exec.aliasing import check_distinct_elements, check_output
 from ...exec.context import ExecContext
 from ...exec.residency import resident
 from ...kernels.families.structural import tri_expression
 from ...shapes import structural as sshapes
+from ...shapes.aliasing import check_distinct_elements, check_output
 from ...tensor import Tensor, TensorView, compact_strides
 from .. import storage
 from ..storage.copy import device_ptr

@@ -20,15 +20,37 @@ and the paths that judge overlap without ``check_output`` call it themselves.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any, Protocol
 
+from ..dtypes import DType
 from ..errors import ValidationError
-from ..tensor import _Strided
 
-__all__ = ["byte_range", "overlaps", "same_view", "check_output", "self_overlapping",
-           "check_distinct_elements", "disjoint_or_same", "check_writable", "read_only"]
+__all__ = ["Strided", "byte_range", "overlaps", "same_view", "check_output",
+           "self_overlapping", "check_distinct_elements", "disjoint_or_same",
+           "check_writable", "read_only"]
 
 
-def byte_range(t: _Strided) -> tuple[int, int]:
+class Strided(Protocol):
+    """What the rules here read of a tensor or view (``tensor.Strided`` has it all):
+    ``shapes/`` sits below the tensors and reads them through these fields."""
+
+    dtype: DType
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]
+    offset: int
+
+    @property
+    def base(self) -> Any: ...  # the Tensor whose ``buffer`` (None on the host) holds it
+
+    @property
+    def size(self) -> int: ...
+
+    def span(self) -> tuple[int, int]: ...
+
+    def data_ptr(self) -> int: ...
+
+
+def byte_range(t: Strided) -> tuple[int, int]:
     """[low, high) device addresses addressed by a device view (empty: low == high)."""
     buf = t.base.buffer
     base = buf.ptr if buf is not None else 0
@@ -37,7 +59,7 @@ def byte_range(t: _Strided) -> tuple[int, int]:
     return base + lo * item, base + hi * item
 
 
-def overlaps(a: _Strided, b: _Strided) -> bool:
+def overlaps(a: Strided, b: Strided) -> bool:
     """Whether the device byte ranges addressed by ``a`` and ``b`` intersect."""
     if a.size == 0 or b.size == 0:
         return False
@@ -46,7 +68,7 @@ def overlaps(a: _Strided, b: _Strided) -> bool:
     return alo < bhi and blo < ahi
 
 
-def same_view(a: _Strided, b: _Strided) -> bool:
+def same_view(a: Strided, b: Strided) -> bool:
     """Whether ``a`` and ``b`` address the same elements in the same order with the same
     dtype (extent-1 axes may carry any stride)."""
     if a.dtype is not b.dtype or a.shape != b.shape or a.data_ptr() != b.data_ptr():
@@ -66,7 +88,7 @@ def read_only(buffer) -> bool:
     return owner is not None and getattr(owner, "readonly", False) is True
 
 
-def check_writable(out: _Strided, op: str, what: str = "out") -> None:
+def check_writable(out: Strided, op: str, what: str = "out") -> None:
     """Raise ValidationError when ``out`` is read-only memory (see the module doc)."""
     buf = out.base.buffer
     if buf is not None and buf.owner is not None and read_only(buf):
@@ -75,7 +97,7 @@ def check_writable(out: _Strided, op: str, what: str = "out") -> None:
                               "with to_contiguous_read first)", op=op)
 
 
-def check_output(out: _Strided, inputs: Sequence[_Strided], roles: Sequence[str], op: str,
+def check_output(out: Strided, inputs: Sequence[Strided], roles: Sequence[str], op: str,
                  in_place: bool = False, what: str = "out") -> None:
     """Raise ValidationError when ``out`` is read-only or overlaps an input (an exact
     in-place view is allowed when ``in_place``)."""
@@ -102,7 +124,7 @@ def self_overlapping(shape: Sequence[int], strides: Sequence[int]) -> bool:
     return False
 
 
-def check_distinct_elements(out: _Strided, op: str, what: str = "out") -> None:
+def check_distinct_elements(out: Strided, op: str, what: str = "out") -> None:
     """Raise ValidationError when ``out`` addresses some element more than once."""
     if self_overlapping(out.shape, out.strides):
         raise ValidationError(f"{what} (shape {out.shape}, strides {out.strides}) addresses "
