@@ -22,7 +22,6 @@ from .authority import Authority, Scope
 from .dtypes import DType, as_dtype
 from .errors import ValidationError
 from .exec import entry, guard
-from .exec.aliasing import check_writable
 from .exec.context import ExecContext
 from .exec.residency import resident
 from .kernels.compiler import compile_cached
@@ -30,6 +29,7 @@ from .kernels.launch import check_geometry
 from .raw_args import _BYTES_LIKE, KernelArg, LaunchConfig, _bytes_like, _texts
 from .raw_lent import DevicePointer, Function, Module, StreamHandle
 from .shapes import check_rank, check_size, int_sequence
+from .shapes.aliasing import check_writable
 from .tensor import Tensor, _Strided
 
 __all__ = ["RawSession", "LaunchConfig", "KernelArg", "StreamHandle", "Module", "Function",
@@ -175,8 +175,9 @@ class RawSession(Authority):
             raise ValidationError(f"compile_nvrtc takes the source and its name as str (got "
                                   f"{type(source).__name__}, {type(name).__name__})",
                                   op=self.op)
-        prog = compile_cached(source, name, (), ctx.info.arch, opts, op=self.op)
-        module = ctx.runtime.load_module(prog.image, self.op, shared=True)
+        module = ctx.runtime.load_compiled(
+            lambda fresh: compile_cached(source, name, (), ctx.info.arch, opts, op=self.op,
+                                         fresh=fresh), self.op, shared=True)
         return Module(module, ctx, self._scope)
 
     def launch(self, fn: Function, config: LaunchConfig, args: Sequence[KernelArg]) -> None:

@@ -16,14 +16,16 @@ from __future__ import annotations
 import enum
 import hashlib
 import itertools
+import logging
 import os
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from . import _driver
 from .authority import Authority
 from .device_info import AllocationDomainId, CudaDeviceInfo, CudaRuntimeIdentity, read_info
-from .errors import ContextLostError, CudaDeviceError, RuntimeStateError
+from .errors import BackendSourceError, ContextLostError, CudaDeviceError, RuntimeStateError
 from .exec import guard
 from .exec.context import ExecContext
 from .exec.device_errors import error_code, error_message
@@ -34,6 +36,13 @@ from .memory import MemoryPool
 
 __all__ = ["CudaRuntime", "CudaDeviceInfo", "CudaRuntimeIdentity", "AllocationDomainId",
            "GpuExtensionCapability", "Capability", "error_code", "error_message"]
+
+
+log = logging.getLogger("tenferro_cuda")
+# CUresults of an image the driver refuses or a name it lacks (INVALID_IMAGE,
+# NO_BINARY_FOR_GPU, INVALID_PTX, UNSUPPORTED_PTX_VERSION, NOT_FOUND): ``load_compiled``
+# compiles such a program again, once
+_IMAGE_CODES = frozenset((200, 209, 218, 222, 500))
 
 
 class GpuExtensionCapability(enum.Enum):
@@ -185,8 +194,9 @@ class CudaRuntime(Authority):
         with self._lock:
             fn = self._functions.get(key)
             if fn is None:
-                prog = compile_family(family, (expression,), self.info.arch)
-                fn = self._load_function(prog, expression, family)
+                fn = self.load_compiled(
+                    lambda fresh: compile_family(family, (expression,), self.info.arch,
+                                                 fresh=fresh), family, expression)
                 self.waiting_functions.add(int(fn))  # (every family kernel waits)
                 self._functions[key] = fn
         return fn
@@ -203,15 +213,34 @@ class CudaRuntime(Authority):
             with self._lock:
                 fn = self._functions.get(key)  # another thread may have loaded it meanwhile
                 if fn is None:
-                    prog = compile_cached(source, name, (expression,), self.info.arch,
-                                          extra_options, op=op)
-                    fn = self._load_function(prog, expression, op)
+                    fn = self.load_compiled(
+                        lambda fresh: compile_cached(source, name, (expression,),
+                                                     self.info.arch, extra_options, op=op,
+                                                     fresh=fresh), op, expression)
                     self._functions[key] = fn
         if waits:
             self.waiting_functions.add(int(fn))
         return fn
 
-    def _load_function(self, prog, expression: str, op: str):
+    def load_compiled(self, compile: Callable[[bool], Any], op: str,
+                      expression: str | None = None, shared: bool = False):
+        """Load the program ``compile(fresh)`` gives: its module (``load_module``), or with
+        ``expression`` that function of it. An image the driver refuses, or one without
+        the function, is compiled again without the kernel cache (``fresh=True``, which
+        replaces the entry) and loaded once more: a cache entry whose checksum and key are
+        right but whose image is not reads as a miss, like any other bad entry."""
+        try:
+            return self._load_program(compile(False), op, expression, shared)
+        except BackendSourceError as exc:
+            if getattr(exc.__cause__, "code", None) not in _IMAGE_CODES:
+                raise
+            log.warning("a compiled kernel image for %s did not load (%s); compiling it "
+                        "again without the kernel cache", op, exc.__cause__)
+        return self._load_program(compile(True), op, expression, shared)
+
+    def _load_program(self, prog, op: str, expression: str | None, shared: bool):
+        if expression is None:
+            return self.load_module(prog.image, op, shared)
         with self.current():
             module = self._load_module(prog.image, op)
             return _driver.module_get_function(module, prog.lowered[expression], op)

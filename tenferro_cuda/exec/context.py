@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 import threading
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -63,6 +64,9 @@ class Runtime(Protocol):
     def current(self) -> AbstractContextManager[None]: ...
 
     def load_module(self, image: bytes, op: str = "", shared: bool = False) -> Any: ...
+
+    def load_compiled(self, compile: Callable[[bool], Any], op: str,
+                      expression: str | None = None, shared: bool = False) -> Any: ...
 
     def function(self, family: str, expression: str,
                  extra_options: tuple[str, ...] = ()) -> Any: ...

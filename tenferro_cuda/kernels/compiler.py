@@ -8,6 +8,9 @@ expressions.
 
 A cache hit calls no NVRTC: the NVRTC version comes from a record in the cache directory
 when it is valid (``toolchain.py``), the header digest is computed once per process.
+``fresh=True`` compiles without reading the cache and replaces its entry: the loader asks
+for it when an image read from the cache does not load (an entry whose checksum and key
+are right but whose image the driver refuses, or which lacks a lowered name).
 """
 
 from __future__ import annotations
@@ -84,14 +87,17 @@ def compile_cached(
     *,
     cache: KernelCache | None = None,
     op: str = "",
+    fresh: bool = False,
 ) -> CompiledProgram:
-    """The compiled program for ``source`` (from the cache when present)."""
-    return _compile(source, source_name, expressions, arch, extra_options, cache, op)[0]
+    """The compiled program for ``source`` (from the cache when present, unless
+    ``fresh``)."""
+    return _compile(source, source_name, expressions, arch, extra_options, cache, op,
+                    fresh)[0]
 
 
 def _compile(source: str, source_name: str, expressions: tuple[str, ...], arch: int,
              extra_options: tuple[str, ...], cache: KernelCache | None,
-             op: str) -> tuple[CompiledProgram, bool]:
+             op: str, fresh: bool = False) -> tuple[CompiledProgram, bool]:
     """``compile_cached``, and whether NVRTC compiled the program (False: a cache hit)."""
     cache = cache if cache is not None else shared_cache()
     options = options_for(arch, extra_options)
@@ -100,7 +106,7 @@ def _compile(source: str, source_name: str, expressions: tuple[str, ...], arch: 
     user = includes.digest(source, extra_options) if extra_options else ""
     tail = (__version__, *expressions, *((user,) if user else ()))
     key = cache_key((source, headers_digest(), *options, nvrtc, *tail))
-    prog = cache.get(key, expressions)
+    prog = None if fresh else cache.get(key, expressions)
     if prog is not None:
         return prog, False
     start = time.perf_counter()
@@ -119,9 +125,9 @@ def _compile(source: str, source_name: str, expressions: tuple[str, ...], arch: 
 
 
 def compile_family(name: str, expressions: tuple[str, ...], arch: int,
-                   cache: KernelCache | None = None) -> CompiledProgram:
+                   cache: KernelCache | None = None, fresh: bool = False) -> CompiledProgram:
     """The program of ``expressions`` of the registered family ``name`` (cached)."""
-    return _compile_family(name, expressions, arch, cache)[0]
+    return _compile_family(name, expressions, arch, cache, fresh)[0]
 
 
 def warm_family(name: str, expressions: tuple[str, ...], arch: int,
@@ -132,7 +138,8 @@ def warm_family(name: str, expressions: tuple[str, ...], arch: int,
 
 
 def _compile_family(name: str, expressions: tuple[str, ...], arch: int,
-                    cache: KernelCache | None) -> tuple[CompiledProgram, bool]:
+                    cache: KernelCache | None,
+                    fresh: bool = False) -> tuple[CompiledProgram, bool]:
     fam = family(name)
     return _compile(fam.read_source(), fam.source, expressions, arch, (), cache,
-                    f"compile:{name}")
+                    f"compile:{name}", fresh)

@@ -63,3 +63,30 @@ def test_damaged_entries_are_recompiled(tmp_path, damage):
     compiles = int(out.split()[1])
     assert compiles >= 1 and "CORRUPT 0" not in out
     assert "COMPILES 0 " in _run(env, "add,sub")  # the recompiled entries are good again
+
+
+@pytest.mark.parametrize("damage", ["image", "name"])
+def test_resealed_entries_that_do_not_load_are_recompiled(tmp_path, damage):
+    """An entry rewritten with a right checksum and key but an image the driver refuses,
+    or a lowered name its image lacks, is compiled again when it fails to load."""
+    from tenferro_cuda._nvrtc import CompiledProgram
+    from tenferro_cuda.kernels.cache import decode_entry, encode_entry
+
+    env = dict(os.environ, TENFERRO_CUDA_CACHE_DIR=str(tmp_path))
+    _run(env, "add")
+    before = _entries(tmp_path)
+    _run(env, "sub")
+    sub_file = tmp_path / sorted(set(_entries(tmp_path)) - set(before))[0]
+    key = sub_file.stem
+    prog = decode_entry(sub_file.read_bytes(), key)
+    assert prog is not None
+    if damage == "image":
+        bad = CompiledProgram(b"\x7fELF" + bytes(range(256)) * 4, prog.lowered, prog.log)
+    else:
+        bad = CompiledProgram(prog.image, {k: v + "_gone" for k, v in prog.lowered.items()},
+                              prog.log)
+    sub_file.write_bytes(encode_entry(bad, key))
+    assert decode_entry(sub_file.read_bytes(), key) is not None  # it reads as intact
+    out = _run(env, "add,sub")  # the values are checked in the child
+    assert "COMPILES 1 CORRUPT 0" in out
+    assert "COMPILES 0 " in _run(env, "add,sub")  # the entry was replaced by a good one
