@@ -71,8 +71,8 @@ def runtime(monkeypatch):
     handles = iter(range(0x100, 0x200))
     monkeypatch.setattr(runtime_mod, "compile_family", lambda *a, **k: None)
     monkeypatch.setattr(runtime_mod, "compile_cached", lambda *a, **k: None)
-    monkeypatch.setattr(CudaRuntime, "_load_function",
-                        lambda self, prog, expression, op: _Fn(next(handles)))
+    monkeypatch.setattr(CudaRuntime, "_load_program",
+                        lambda self, prog, op, expression, shared: _Fn(next(handles)))
     return rt
 
 
