@@ -271,8 +271,6 @@ def install_copy(fn) -> None:
     _copier[0] = fn
 
 
-
-
 # (ndim, versioned) -> (struct layout, block type, offset of shape in the block)
 _LAYOUTS: dict[tuple[int, bool], tuple[struct.Struct, type, int]] = {}
 
