@@ -28,9 +28,10 @@ from .kernels.compiler import compile_cached
 from .kernels.launch import check_geometry
 from .raw_args import _BYTES_LIKE, KernelArg, LaunchConfig, _bytes_like, _texts
 from .raw_lent import DevicePointer, Function, Module, StreamHandle
-from .shapes import check_rank, check_size, int_sequence
+from .shapes import check_rank, check_size
 from .shapes.aliasing import check_writable
 from .tensor import Tensor, _Strided
+from .values import int_sequence
 
 __all__ = ["RawSession", "LaunchConfig", "KernelArg", "StreamHandle", "Module", "Function",
            "DevicePointer"]

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import ValidationError
-from ..shapes import int_sequence
+from ..values import int_sequence
 
 __all__ = ["GatherConfig", "ScatterConfig", "ScatterCombiner", "SliceConfig", "PadConfig"]
 
@@ -33,7 +33,7 @@ class ScatterCombiner(str, enum.Enum):
 
 
 def _ints(value, name: str, owner: str) -> tuple[int, ...]:
-    """A sequence of ints in the order written (``shapes.int_sequence``: a list, tuple,
+    """A sequence of ints in the order written (``values.int_sequence``: a list, tuple,
     range or 1-d integer array; no sets, dicts, iterators or bools)."""
     return int_sequence(value, owner, name)
 

@@ -37,7 +37,7 @@ from .views import is_row_major
 
 
 def int_tuple(values, op: str, what: str) -> tuple[int, ...]:
-    """A sequence of ints (``shapes.int_sequence``: no sets, iterators or bools)."""
+    """A sequence of ints (``values.int_sequence``: no sets, iterators or bools)."""
     return int_sequence(values, op, what)
 
 

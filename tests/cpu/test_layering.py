@@ -130,7 +130,8 @@ def test_the_circle_finder_finds_a_lazy_circle(tmp_path):
 
 # What ``shapes/`` (shape inference, argument validation, the alias rule: pure Python, no
 # device) may import of the package: the layers below it, nothing above.
-SHAPES_MAY_IMPORT = {"tenferro_cuda.errors", "tenferro_cuda.dtypes", "tenferro_cuda.configs"}
+SHAPES_MAY_IMPORT = {"tenferro_cuda.errors", "tenferro_cuda.dtypes", "tenferro_cuda.values",
+                     "tenferro_cuda.configs"}
 
 
 def _reach(graph: dict[str, set[str]], start: str) -> set[str]:
@@ -143,13 +144,19 @@ def _reach(graph: dict[str, set[str]], start: str) -> set[str]:
     return seen
 
 
-def test_shapes_imports_nothing_above_it():
+# ... and what ``configs/`` (the validated dataclasses, below shapes/) may import.
+CONFIGS_MAY_IMPORT = {"tenferro_cuda.errors", "tenferro_cuda.dtypes", "tenferro_cuda.values"}
+
+
+@pytest.mark.parametrize("package, allowed", [("tenferro_cuda.shapes", SHAPES_MAY_IMPORT),
+                                              ("tenferro_cuda.configs", CONFIGS_MAY_IMPORT)])
+def test_a_lower_package_imports_nothing_above_it(package, allowed):
     graph = import_graph()  # annotations included: shapes reads tensors through a Protocol
     for name, targets in graph.items():
-        if name == "tenferro_cuda.shapes" or name.startswith("tenferro_cuda.shapes."):
+        if name == package or name.startswith(package + "."):
             for target in targets:
                 below = any(target == m or target.startswith(m + ".")
-                            for m in SHAPES_MAY_IMPORT | {"tenferro_cuda.shapes"})
+                            for m in allowed | {package})
                 assert below, f"{name} imports {target}"
 
 
