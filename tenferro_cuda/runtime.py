@@ -243,7 +243,13 @@ class CudaRuntime(Authority):
             return self.load_module(prog.image, op, shared)
         with self.current():
             module = self._load_module(prog.image, op)
-            return _driver.module_get_function(module, prog.lowered[expression], op)
+            try:
+                return _driver.module_get_function(module, prog.lowered[expression], op)
+            except BaseException:  # a module without the function is of no use: unloaded
+                with self._lock:
+                    self._modules.remove(module)
+                _driver.module_unload(module)
+                raise
 
     # --- lifetime ----------------------------------------------------------------------
     def synchronize_all(self) -> None:

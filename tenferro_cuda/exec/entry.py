@@ -35,6 +35,7 @@ from .capture import NOT_CAPTURABLE
 __all__ = ["op_method", "enter", "check", "context_of", "register_session_type",
            "describe"]
 
+
 def _no_output(op: str, name: str) -> None:
     raise ValidationError(f"{name} must be a Tensor or TensorView (got None)", op=op)
 

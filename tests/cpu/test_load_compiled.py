@@ -89,3 +89,25 @@ def test_fresh_compiles_past_the_cache_and_replaces_the_entry(tmp_path, monkeypa
     reread = C.KernelCache(tmp_path)  # a new process reads the replaced entry
     assert compiler.compile_cached("src", "k.cu", ("k",), 90, cache=reread) == again
     assert len(made) == 2
+
+
+def test_a_module_without_the_function_is_unloaded(monkeypatch):
+    import contextlib
+    import threading
+
+    from tenferro_cuda import runtime as runtime_mod
+
+    rt = object.__new__(CudaRuntime)
+    rt._modules, rt._lock = [], threading.RLock()
+    monkeypatch.setattr(CudaRuntime, "current", lambda self: contextlib.nullcontext())
+    unloaded = []
+    monkeypatch.setattr(runtime_mod._driver, "module_load_data", lambda image, op="": "M")
+    monkeypatch.setattr(runtime_mod._driver, "module_unload", unloaded.append)
+
+    def missing(module, name, op=""):
+        raise _driver.error_for("cuModuleGetFunction", 500, op)
+    monkeypatch.setattr(runtime_mod._driver, "module_get_function", missing)
+    prog = CompiledProgram(b"img", {"tf::k<float>": "_Z1k"}, "")
+    with pytest.raises(BackendSourceError):
+        rt._load_program(prog, "add", "tf::k<float>", False)
+    assert rt._modules == [] and unloaded == ["M"]
