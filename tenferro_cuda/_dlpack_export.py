@@ -15,49 +15,23 @@
   for the tensor's stream (and the tensor's stream then waits for S, so neither buffer
   is reused under it); a strided view is compacted on the tensor's stream, which S then
   waits for; with ``stream=-1`` the copy is made on the tensor's stream.
-- Each capsule's header, shape and strides are one block written by one ``struct`` call.
-  The block and the tensor live in ``_exports`` until the consumer calls the deleter, or
-  until the capsule dies unconsumed (its destructor calls the deleter then; the record
-  names its capsule, so a capsule whose deleter a consumer called without renaming it
-  never releases a later export that reuses its block's address). The deleter acts once:
-  when S was a default stream (1 or 2), the tensor's stream waits for S (any other stream
-  may be destroyed by then: its consumer must have finished with the memory, as PyTorch
-  and CuPy require for memory they import); it drops the tensor, never raises.
-
-ctypes callbacks take the GIL. CPython cannot hand a pending exception through a ctypes
-callback (a consumer that failed and then dropped our capsule): the callbacks clear it
-first, do their work, and print it to stderr.
+- Each capsule's header, shape and strides are one block written by one ``struct`` call,
+  kept with the tensor by ``_dlpack_slots`` until the consumer lets go (it calls the
+  deleter) or the capsule dies unconsumed. When S was a default stream (1 or 2), the
+  deleter makes the tensor's stream wait for S before the tensor is let go, so that our
+  later work on that memory (a write, or a reuse after a free) comes after the consumer's;
+  any other S may be destroyed by then, and its consumer must have finished with the
+  memory, as PyTorch and CuPy require for memory they import: nothing is ordered, and the
+  deleter is a C function that runs no Python.
 """
 
 from __future__ import annotations
 
-import ctypes
-import struct
-import sys
+import functools
 import threading
 
-from .dlpack import (
-    _F0,
-    _F1,
-    _F2,
-    _FETCHED,
-    _NAME,
-    _NAME_V,
-    _OURS,
-    CAPSULE_DESTRUCTOR,
-    DELETER,
-    DLPACK_VERSION,
-    FLAG_IS_COPIED,
-    FLAG_READ_ONLY,
-    TENSOR_LAYOUT,
-    DLDeviceType,
-    _capsule_new,
-    _err_fetch,
-    _err_restore,
-    _raw_capsule_name,
-    _raw_capsule_pointer,
-    dl_code_bits,
-)
+from . import _dlpack_slots as _slots
+from .dlpack import DLPACK_VERSION, FLAG_IS_COPIED, FLAG_READ_ONLY, DLDeviceType, dl_code_bits
 from .errors import RuntimeStateError
 from .tensor import install_export
 
@@ -67,7 +41,6 @@ _CUDA = int(DLDeviceType.kDLCUDA)
 _CPU_DEVICE = (DLDeviceType.kDLCPU, 0)
 _CUDA_DEVICES: dict[int, tuple[DLDeviceType, int]] = {}
 _ident = threading.get_ident
-_finalizing = sys.is_finalizing
 _f = None  # the _foreign module, bound on first use (it imports the driver)
 
 
@@ -92,81 +65,29 @@ def dlpack_device(tensor) -> tuple[DLDeviceType, int]:
     return device
 
 
-def _report_pending(pending: tuple, where: str) -> None:
-    """Print an exception that was pending when a callback was entered (see module doc)."""
-    if not pending[0]:
-        return
+def _release(tensor, consumer, ctx) -> None:
+    """When a consumer on a default stream lets go: our stream reuses or writes the
+    memory of ``tensor`` only after that consumer's work so far (the deleter calls it)."""
+    buf = tensor.base.buffer
+    # (a graph's block the graph gave up while this consumer held it counts too: it goes
+    # back to the arena when this tensor goes, at the next look)
+    held = buf.home is not None or getattr(buf.owner, "held_block", False) is True
+    if ctx is not None and not ctx.closed and held:
+        capture = ctx.capture
+        if capture is not None:  # not into the graph: as the capture ends, before its
+            # frees make this memory reusable (the tensor is kept until then)
+            capture.defer(lambda: _order_after(ctx, tensor, consumer))
+        else:
+            _order_after(ctx, tensor, consumer)
+
+
+def _order_after(ctx, tensor, consumer) -> None:
     try:
-        _err_restore(*pending)  # steals the references; ctypes raises it right here
-    except BaseException as exc:  # noqa: BLE001 - printed, never propagated
-        print(f"tenferro_cuda: an exception was pending when the DLPack {where} ran and "
-              f"could not be passed on: {exc!r}", file=sys.stderr)
-
-
-# address of the managed tensor -> (block, tensor, consumer stream, ExecContext or None,
-# address of the capsule)
-_exports: dict[int, tuple] = {}
-
-
-def _release_export(address: int) -> None:
-    record = _exports.pop(address, None)
-    if record is None or _finalizing():
-        return
-    _, tensor, consumer, ctx, _ = record
-    f = _foreign()
-    if consumer is f.LEGACY_STREAM or consumer is f.PER_THREAD_STREAM:
-        buf = tensor.base.buffer
-        # (a graph's block the graph gave up while this consumer held it counts too: it
-        # goes back to the arena when this tensor goes, right after)
-        held = buf.home is not None or getattr(buf.owner, "held_block", False) is True
-        if ctx is not None and not ctx.closed and held:
-            capture = ctx.capture
-            if capture is not None:  # not into the graph: as the capture ends, before its
-                # frees make this memory reusable (the tensor is kept until then)
-                capture.defer(lambda: _order_after(f, ctx, tensor, consumer))
-            else:
-                _order_after(f, ctx, tensor, consumer)
-
-
-def _order_after(f, ctx, tensor, consumer) -> None:
-    """Our stream reuses the memory of ``tensor`` only after the consumer's work on its
-    stream."""
-    try:
-        f.order(ctx, tensor.base.buffer.origin.stream, consumer)
+        _foreign().order(ctx, tensor.base.buffer.origin.stream, consumer)
     except Exception:  # noqa: BLE001 - runtime closed or context lost: nothing to order
         pass
 
 
-@DELETER
-def _deleter(address):
-    _err_fetch(_F0, _F1, _F2)
-    pending = (_FETCHED[0].value, _FETCHED[1].value, _FETCHED[2].value)
-    try:
-        _release_export(address)
-    except BaseException as exc:  # noqa: BLE001 - deleters never raise
-        print(f"tenferro_cuda: DLPack deleter failed: {exc!r}", file=sys.stderr)
-    _report_pending(pending, "deleter")
-
-
-@CAPSULE_DESTRUCTOR
-def _capsule_destructor(capsule):
-    _err_fetch(_F0, _F1, _F2)
-    pending = (_FETCHED[0].value, _FETCHED[1].value, _FETCHED[2].value)
-    try:
-        name = _raw_capsule_name(capsule)
-        if name in _OURS:  # not renamed "used_...": nobody took ownership
-            address = _raw_capsule_pointer(capsule, name)
-            record = _exports.get(address)
-            if record is not None and record[4] == capsule:  # its own export, still held
-                _release_export(address)
-    except BaseException as exc:  # noqa: BLE001 - destructors never raise
-        print(f"tenferro_cuda: DLPack capsule destructor failed: {exc!r}", file=sys.stderr)
-    _report_pending(pending, "capsule destructor")
-
-
-_DESTRUCTOR_ADDRESS = ctypes.cast(_capsule_destructor, ctypes.c_void_p).value
-_DELETER_ADDRESS = ctypes.cast(_deleter, ctypes.c_void_p).value
-_NAME_ADDRESS = (ctypes.addressof(_NAME), ctypes.addressof(_NAME_V))
 _VERSIONS = {minor: (DLPACK_VERSION[0], minor) for minor in range(DLPACK_VERSION[1] + 1)}
 # what consumers send -> what we make (None: legacy)
 _USUAL = {(0, 0): None, (0, 8): None, (1, 0): _VERSIONS[0], (1, 1): _VERSIONS[1],
@@ -225,7 +146,8 @@ def export_capsule(tensor, stream=None, max_version=None, dl_device=None, copy=N
     if copy is not None and copy is not True and copy is not False:
         raise BufferError(f"__dlpack__: copy must be True, False or None (got {copy!r})")
     f = _f or _foreign()
-    consumer = f.LEGACY_STREAM if stream is None else f.consumer_stream(stream, op)
+    consumer = f.LEGACY_STREAM if stream is None else f.consumer_stream(
+        stream, op, buf.origin.stream)
     owner = buf.owner
     readonly = owner is not None and getattr(owner, "readonly", False) is True
     if readonly and version is None and not copy:
@@ -236,7 +158,8 @@ def export_capsule(tensor, stream=None, max_version=None, dl_device=None, copy=N
     if copy:
         tensor = _copied(ctx, tensor, consumer, op)
         buf, flags = tensor.buffer, FLAG_IS_COPIED
-    elif consumer is not None and int(consumer) != int(buf.origin.stream):
+    elif consumer is not None and consumer is not buf.origin.stream and (
+            int(consumer) != int(buf.origin.stream)):
         if ctx is None:
             raise RuntimeStateError("the tensor's memory belongs to no live runtime; "
                                     "nothing can order a consumer after it", op=op)
@@ -271,58 +194,28 @@ def install_copy(fn) -> None:
     _copier[0] = fn
 
 
-# (ndim, versioned) -> (struct layout, block type, offset of shape in the block)
-_LAYOUTS: dict[tuple[int, bool], tuple[struct.Struct, type, int]] = {}
-
-
-def _layout(n: int, versioned: bool) -> tuple[struct.Struct, type, int]:
-    key = (n, versioned)
-    hit = _LAYOUTS.get(key)
-    if hit is None:
-        head = ("<IIQQQ" + TENSOR_LAYOUT) if versioned else ("<" + TENSOR_LAYOUT + "QQ")
-        layout = struct.Struct(f"{head}{n}q{n}q")
-        hit = _LAYOUTS[key] = (layout, ctypes.c_char * layout.size,
-                               struct.calcsize(head))
-    return hit
-
-
 def _make_capsule(tensor, buf, version, flags: int, consumer, ctx):
-    n = len(tensor.shape)
-    layout, block_type, at = _layout(n, version is not None)
-    block = block_type()
-    address = ctypes.addressof(block)
-    code, bits = dl_code_bits(tensor.dtype)
-    shape = tensor.shape
-    data = 0 if not buf.ptr or 0 in shape else buf.ptr + tensor.offset * tensor.dtype.itemsize
-    ordinal = buf.origin.pool.ordinal
-    shape_p = address + at
-    strides_p = shape_p + 8 * n
-    if version is not None:
-        layout.pack_into(block, 0, version[0], version[1], 0, _DELETER_ADDRESS, flags, data,
-                         _CUDA, ordinal, n, code, bits, 1, shape_p, strides_p, 0,
-                         *shape, *tensor.strides)
-    else:
-        layout.pack_into(block, 0, data, _CUDA, ordinal, n, code, bits, 1, shape_p,
-                         strides_p, 0, 0, _DELETER_ADDRESS, *shape, *tensor.strides)
-    capsule = _capsule_new(address, _NAME_ADDRESS[version is not None], _DESTRUCTOR_ADDRESS)
-    # (the capsule's address: its destructor acts on this record only, never on a later
-    # export whose block took the address of one a consumer released early)
-    _exports[address] = (block, tensor, consumer, ctx, id(capsule))
-    return capsule
+    shape, dtype = tensor.shape, tensor.dtype
+    code, bits = dl_code_bits(dtype)
+    data = 0 if not buf.ptr or 0 in shape else buf.ptr + tensor.offset * dtype.itemsize
+    f = _f or _foreign()
+    release = None
+    if consumer is f.LEGACY_STREAM or consumer is f.PER_THREAD_STREAM:
+        release = functools.partial(_release, tensor, consumer, ctx)
+    return _slots.export(tensor, shape, tensor.strides, version, flags, data,
+                         buf.origin.pool.ordinal, code, bits, _CUDA, release)
 
 
 def exports_over(buffer) -> int:
     """How many exported capsules over ``buffer`` (of any tensor or view of it) still wait
     for their consumer's deleter."""
-    return sum(1 for record in list(_exports.values()) if record[1].base.buffer is buffer)
+    return _slots.over(buffer)
 
 
 def live_exports(tensor=None) -> int:
     """How many exported capsules (of ``tensor``, or of any tensor) still wait for their
     deleter (tests, diagnostics)."""
-    if tensor is None:
-        return len(_exports)
-    return sum(1 for record in list(_exports.values()) if record[1] is tensor)
+    return _slots.pending(tensor)
 
 
 install_export(capsule=export_capsule, device=dlpack_device)

@@ -105,13 +105,18 @@ def stream_of(handle: int):
     return _DEFAULT_STREAMS[handle] if handle < 3 else _driver.stream_handle(handle)
 
 
-def consumer_stream(value: object, op: str):
-    """The stream a DLPack consumer will use (a CUstream), or None for ``-1``."""
+def consumer_stream(value: object, op: str, own=None):
+    """The stream a DLPack consumer will use (a CUstream), or None for ``-1``; ``own``
+    (the producer's CUstream) when the handle is its."""
     if value is None:
         return LEGACY_STREAM
     handle = stream_value(value, op)
     if handle > 0:
-        return _DEFAULT_STREAMS[handle] if handle < 3 else _driver.stream_handle(handle)
+        if handle < 3:
+            return _DEFAULT_STREAMS[handle]
+        if own is not None and handle == int(own):
+            return own
+        return _driver.stream_handle(handle)
     if handle == -1:
         return None
     raise BufferError(f"{op}: stream={handle} is not allowed: pass -1 (no synchronization), "

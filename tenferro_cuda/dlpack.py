@@ -93,7 +93,6 @@ class DLTensor(ctypes.Structure):
 
 
 DELETER = ctypes.CFUNCTYPE(None, ctypes.c_void_p)  # void (*)(DLManagedTensor[Versioned]*)
-CAPSULE_DESTRUCTOR = ctypes.CFUNCTYPE(None, ctypes.c_void_p)  # void (*)(PyObject*)
 
 
 class DLManagedTensor(ctypes.Structure):
@@ -213,9 +212,7 @@ _capsule_new = _proto("PyCapsule_New", ctypes.py_object, _vp, _vp, _vp)
 _capsule_get_pointer = _proto("PyCapsule_GetPointer", _vp, ctypes.py_object, ctypes.c_char_p)
 _capsule_get_name = _proto("PyCapsule_GetName", ctypes.c_char_p, ctypes.py_object)
 _capsule_set_name = _proto("PyCapsule_SetName", ctypes.c_int, ctypes.py_object, _vp)
-# Inside a capsule destructor the object is being deallocated: only raw addresses, no refs.
-_raw_capsule_name = _proto("PyCapsule_GetName", _vp, _vp)
-_raw_capsule_pointer = _proto("PyCapsule_GetPointer", _vp, _vp, _vp)
+_capsule_name_address = _proto("PyCapsule_GetName", _vp, ctypes.py_object)
 _err_restore = _proto("PyErr_Restore", None, _vp, _vp, _vp)
 # No argtypes: byref arguments are passed without calling a converter, so this call works
 # while an exception is pending (every converter call would fail then).
@@ -228,7 +225,6 @@ _NAME = ctypes.create_string_buffer(b"dltensor")
 _NAME_V = ctypes.create_string_buffer(b"dltensor_versioned")
 _USED = ctypes.create_string_buffer(b"used_dltensor")
 _USED_V = ctypes.create_string_buffer(b"used_dltensor_versioned")
-_OURS = (ctypes.addressof(_NAME), ctypes.addressof(_NAME_V))
 _USED_ADDRESS = (ctypes.addressof(_USED), ctypes.addressof(_USED_V))
 _NAME_B, _NAME_V_B = _NAME.value, _NAME_V.value
 CAPSULE_TYPE = type(_capsule_new(ctypes.addressof(_NAME), ctypes.addressof(_NAME), None))

@@ -43,6 +43,20 @@ _INVALID_CONTEXT = 201
 RECYCLE_LIMIT = 64 << 20  # buffers up to 64 MiB are recycled per stream
 RECYCLE_CACHE_BYTES = 512 << 20  # at most this much idles in one stream's free lists
 _GRANULE = 512
+# called (never raising) when an allocation finds no room, before it tries once more
+_pressure_hooks: list = []
+
+
+def install_pressure_hook(fn) -> None:
+    """Call ``fn()`` whenever an allocation runs out of memory or over the pool's limit."""
+    if fn not in _pressure_hooks:
+        _pressure_hooks.append(fn)
+
+
+def relieve() -> None:
+    """Run the pressure hooks: each may give memory back (a finished export, say)."""
+    for fn in list(_pressure_hooks):
+        fn()
 
 
 class DeviceBuffer(Authority):
@@ -208,6 +222,8 @@ class _Arena(Authority):
         if nbytes <= RECYCLE_LIMIT:
             nbytes = (nbytes + _GRANULE - 1) & -_GRANULE
         if pool.limit is not None and pool.live_bytes + nbytes > pool.limit:
+            relieve()
+        if pool.limit is not None and pool.live_bytes + nbytes > pool.limit:
             raise OutOfMemoryError(
                 f"allocating {nbytes} bytes would exceed the pool limit of {pool.limit} "
                 f"bytes; pool: {pool.stats()}", op=op, requested_bytes=nbytes)
@@ -317,6 +333,7 @@ class MemoryPool(Authority):
             try:
                 return _driver_memory.mem_alloc_async(nbytes, self.handle, arena.stream, op)
             except OutOfMemoryError:
+                relieve()
                 if not arena.cached_bytes:
                     raise
                 arena.drain()  # give the recycled buffers back and try once more

@@ -34,6 +34,7 @@ from .exec.context import ExecContext
 from .exec.guard import ScopeGuard
 from .exec.residency import resident
 from .graph import CaptureScope
+from .memory import relieve
 from .raw import StreamHandle
 from .runtime import (
     AllocationDomainId,
@@ -138,11 +139,13 @@ class CudaExecSession(SessionOps, Authority):
     def memory_stats(self) -> dict:
         """Live, recycled and reserved bytes of the runtime's pool, and its limit."""
         entry.check(self, "memory_stats")
+        relieve()  # (exports whose consumer let go count as freed)
         return self._rt.pool.stats()
 
     def release_cached_memory(self) -> None:
         """Return the pool's cached (freed) memory to the driver; waits for pending frees."""
         entry.check(self, "release_cached_memory")
+        relieve()
         self._rt.release_cached_memory()
 
     def set_memory_limit(self, limit: int | None) -> None:

@@ -39,13 +39,11 @@ def test_a_deleter_during_a_capture_enqueues_no_wait_on_the_capturing_stream(mon
     monkeypatch.setattr(_foreign, "order", lambda ctx, waiter, producer:
                         calls.append((int(waiter), int(producer))))
     t, ctx = _tensor_and_ctx(capturing=True)
-    address = 0xDEAD0
-    monkeypatch.setitem(_dlpack_export._exports, address,
-                        (None, t, _foreign.LEGACY_STREAM, ctx, 0))
+    args = (t, _foreign.LEGACY_STREAM, ctx)  # what the deleter's release is given
     if where == "same thread":
-        _dlpack_export._release_export(address)
+        _dlpack_export._release(*args)
     else:
-        th = threading.Thread(target=_dlpack_export._release_export, args=(address,))
+        th = threading.Thread(target=_dlpack_export._release, args=args)
         th.start()
         th.join()
     assert calls == [], (
@@ -64,10 +62,7 @@ def test_a_deleter_outside_a_capture_orders_the_stream(monkeypatch):
     monkeypatch.setattr(_foreign, "order", lambda ctx, waiter, producer:
                         calls.append((int(waiter), int(producer))))
     t, ctx = _tensor_and_ctx(capturing=False)
-    address = 0xDEAD8
-    monkeypatch.setitem(_dlpack_export._exports, address,
-                        (None, t, _foreign.LEGACY_STREAM, ctx, 0))
-    _dlpack_export._release_export(address)
+    _dlpack_export._release(t, _foreign.LEGACY_STREAM, ctx)
     assert calls == [(STREAM, 1)]
 
 

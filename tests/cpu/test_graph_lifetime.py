@@ -11,7 +11,7 @@ import weakref
 import pytest
 from reference.fake_graph import FakeSession, FakeTable, ready_graph, tensor
 
-from tenferro_cuda import _dlpack_export
+from tenferro_cuda import _dlpack_export, dlpack
 from tenferro_cuda.dtypes import DType
 from tenferro_cuda.errors import RuntimeStateError
 from tenferro_cuda.graph import CaptureScope
@@ -199,6 +199,7 @@ def test_an_exported_block_goes_back_when_the_consumer_lets_go(driver):
     assert ctx.home.alloc(4096).ptr != exported
     del y, capsule
     gc.collect()
+    assert _dlpack_export.live_exports() == 0  # (a look: the capsule died unconsumed)
     assert ctx.home.alloc(4096).ptr == exported  # recycled now
 
 
@@ -215,15 +216,16 @@ def test_a_held_block_is_given_back_after_the_consumer_stream_is_waited_for(driv
     calls = []
     monkeypatch.setattr(_foreign, "order", lambda c, waiter, producer: calls.append(
         ("order", ctx.home.lists.get(4096, []).copy())))
-    capsule = y.__dlpack__(stream=-1, max_version=(1, 0))
-    record = next(iter(r for r in _dlpack_export._exports.values() if r[1] is y))
-    address = next(a for a, r in _dlpack_export._exports.items() if r is record)
-    _dlpack_export._exports[address] = (record[0], y, _foreign.LEGACY_STREAM, ctx, record[4])
+    # what y.__dlpack__(stream=1) makes after its own ordering (this fake's stream is no
+    # handle): a capsule whose deleter orders our stream after the default stream
+    capsule = _dlpack_export._make_capsule(y, y.buffer, (1, 0), 0, _foreign.LEGACY_STREAM,
+                                           ctx)
+    owner = dlpack.consume(capsule, dlpack.parse_capsule(capsule))
     exported = y.data_ptr()
     g.close()
-    del y
-    _dlpack_export._release_export(address)  # the consumer's deleter
-    assert calls and exported not in calls[0][1]  # ordered while the block was still held
-    del capsule, record
+    del y, capsule
+    del owner  # the consumer lets go: its deleter orders our stream after stream 1
+    assert len(calls) == 1 and exported not in calls[0][1]  # while the block was held
+    assert _dlpack_export.live_exports() == 0  # (the look that lets the tensor go)
     gc.collect()
     assert ctx.home.alloc(4096).ptr == exported  # given back after the ordering

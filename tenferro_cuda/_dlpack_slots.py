@@ -1,0 +1,261 @@
+"""The blocks of exported DLPack capsules, and how their release is seen.
+
+A consumer lets go of an exported tensor by calling the capsule's deleter, a C function
+pointer, from C, on any thread; a capsule it never took just dies. Neither runs Python
+here unless the release has work to do:
+
+- **The deleter is ``sigemptyset``** of the C library when the release needs no work of
+  ours (``_dlpack_export``: the consumer asked for ``stream=-1`` or named a stream of its
+  own). It clears the signal set at its argument: zeros over its first 8 bytes (at most
+  128 bytes, checked with the C library's own function when this module is imported;
+  where the check fails, every export takes the callback below). A block starts with a
+  word that is never zero while the consumer holds it -- the version of a versioned
+  capsule (major 1), the data address of a legacy one -- so that word reading zero means
+  the consumer called the deleter. (C calls it as ``void (*)(DLManagedTensor*)``; the
+  ``int`` it returns is ignored on every ABI that CUDA runs on.)
+- **Otherwise the deleter is a ctypes callback** (a default-stream consumer, whose release
+  orders our stream after its own; a legacy capsule with a null data address). It runs
+  the export's ``release`` at once, drops the tensor, then clears the block's deleter
+  field, the word its record watches. ctypes callbacks take the GIL; CPython cannot
+  hand a pending exception through one (a consumer that failed and then dropped our
+  capsule), so the callback clears it first, does its work, and prints it to stderr.
+- **The capsule has no destructor.** Its record keeps a reference to it; when that is the
+  only one left and the capsule still has its name (a consumer renames it to
+  ``used_...``), nobody took it, and the export ends.
+- **Records are looked at** when an export finds as many as the last look left behind,
+  doubled (at least ``LOOK_AFTER``), when ``pending`` or ``over`` count them, after each
+  full garbage collection (``gc.collect()``), and when an allocation runs out of memory
+  or over the pool's limit (``memory.relieve``, which ``CudaExecSession.memory_stats``
+  also runs). An ended record gives its block back and drops the tensor, if the callback
+  has not dropped it already: after a release through ``sigemptyset`` the tensor's memory
+  stays with us a little longer than the consumer holds it, never less.
+
+Blocks are 256-byte slots of shared chunks (a tensor of up to 10 dimensions); a larger
+one gets a block of its own. A slot is reused only after its record ended.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import gc
+import struct
+import sys
+from collections import deque
+
+from . import memory
+from .dlpack import (
+    _F0,
+    _F1,
+    _F2,
+    _FETCHED,
+    _NAME,
+    _NAME_V,
+    DELETER,
+    TENSOR_LAYOUT,
+    _capsule_name_address,
+    _capsule_new,
+    _err_fetch,
+    _err_restore,
+)
+
+__all__ = ["CLEAR", "LOOK_AFTER", "export", "look", "pending", "over"]
+
+SLOT = 256  # bytes
+CHUNK = 64  # slots per shared chunk
+LOOK_AFTER = 16  # records an export leaves unlooked-at at least
+_PROBE = 128  # the most a deleter may write past the block's start
+_refs = sys.getrefcount
+_finalizing = sys.is_finalizing
+
+
+def _find_clear() -> int | None:
+    """The address of the C library's ``sigemptyset`` if it zeros the 8 bytes at its
+    argument and writes nothing outside the first ``_PROBE`` bytes, else None."""
+    try:
+        fn = ctypes.CDLL(None).sigemptyset
+    except (AttributeError, OSError):  # no such symbol, or no C library to ask
+        return None
+    fn.restype, fn.argtypes = ctypes.c_int, [ctypes.c_void_p]
+    for fill in (0xAB, 0x01):
+        probe = (ctypes.c_ubyte * (3 * _PROBE))(*([fill] * (3 * _PROBE)))
+        if fn(ctypes.addressof(probe) + _PROBE) != 0:
+            return None
+        written = [i for i in range(3 * _PROBE) if probe[i] != fill]
+        if bytes(probe[_PROBE:_PROBE + 8]) != bytes(8):
+            return None
+        if written[0] < _PROBE or written[-1] >= 2 * _PROBE:
+            return None
+    return ctypes.cast(fn, ctypes.c_void_p).value
+
+
+CLEAR = _find_clear()
+_NAMES = (ctypes.addressof(_NAME), ctypes.addressof(_NAME_V))
+
+# (ndim, versioned) -> (the block's struct: header, shape, strides; bytes before shape)
+_LAYOUTS: dict[tuple[int, bool], tuple[struct.Struct, int]] = {}
+
+
+def layout(n: int, versioned: bool) -> tuple[struct.Struct, int]:
+    """The struct of a capsule block (the managed tensor, then shape and strides), and
+    the offset of the shape in it."""
+    key = (n, versioned)
+    hit = _LAYOUTS.get(key)
+    if hit is None:
+        head = ("<IIQQQ" + TENSOR_LAYOUT) if versioned else ("<" + TENSOR_LAYOUT + "QQ")
+        hit = _LAYOUTS[key] = (struct.Struct(f"{head}{n}q{n}q"), struct.calcsize(head))
+    return hit
+
+
+# free slots: (chunk, offset in it, address, its words, index of its first word, whether
+# the chunk is shared)
+Slot = tuple[bytearray, int, int, memoryview, int, bool]
+_free: list[Slot] = []
+_chunks: list[bytearray] = []  # (kept: a slot's address must stay valid)
+
+
+def _grow() -> None:
+    chunk = bytearray(SLOT * CHUNK)
+    base = ctypes.addressof((ctypes.c_char * len(chunk)).from_buffer(chunk))
+    words = memoryview(chunk).cast("Q")
+    _chunks.append(chunk)
+    _free.extend((chunk, k * SLOT, base + k * SLOT, words, k * SLOT // 8, True)
+                 for k in reversed(range(CHUNK)))
+
+
+def _take(size: int) -> Slot:
+    if size <= SLOT:
+        try:
+            return _free.pop()
+        except IndexError:
+            _grow()
+            return _free.pop()
+    chunk = bytearray(max(size, _PROBE))  # a block of its own, given back to nobody
+    base = ctypes.addressof((ctypes.c_char * len(chunk)).from_buffer(chunk))
+    return chunk, 0, base, memoryview(chunk).cast("Q"), 0, False
+
+
+# records: [slot, tensor, capsule or None, index of the word that ends it]
+_records: deque[list] = deque()
+_look_at = [LOOK_AFTER]
+# address of a block whose deleter is the callback -> (its record, its release or None)
+_waiting: dict[int, tuple[list, object]] = {}
+_DELETER_WORD = (7, 2)  # the deleter field, in words: legacy, versioned
+
+
+def export(tensor, shape: tuple, strides: tuple, version, flags: int, data: int,
+           ordinal: int, code: int, bits: int, kind: int, release=None):
+    """A capsule over ``tensor``; ``release()`` runs when the consumer lets go (None:
+    nothing to do then). See the module doc."""
+    n = len(shape)
+    versioned = version is not None
+    hit = _LAYOUTS.get((n, versioned))
+    block, head = hit if hit is not None else layout(n, versioned)
+    slot = _take(block.size)
+    address = slot[2]
+    shape_p = address + head
+    if release is None and CLEAR is not None and (versioned or data):
+        deleter, watch = CLEAR, slot[4]
+    else:
+        deleter, watch = _CALLBACK, slot[4] + _DELETER_WORD[versioned]
+    if versioned:
+        block.pack_into(slot[0], slot[1], version[0], version[1], 0, deleter, flags, data,
+                        kind, ordinal, n, code, bits, 1, shape_p, shape_p + 8 * n, 0,
+                        *shape, *strides)
+    else:
+        block.pack_into(slot[0], slot[1], data, kind, ordinal, n, code, bits, 1, shape_p,
+                        shape_p + 8 * n, 0, 0, deleter, *shape, *strides)
+    capsule = _capsule_new(address, _NAMES[versioned], None)
+    if len(_records) >= _look_at[0]:
+        look()
+    record = [slot, tensor, capsule, watch]
+    if deleter is _CALLBACK:
+        _waiting[address] = (record, release)
+    _records.append(record)
+    return capsule
+
+
+def _report_pending(pending: tuple) -> None:
+    """Print an exception that was pending when the callback was entered (module doc)."""
+    if not pending[0]:
+        return
+    try:
+        _err_restore(*pending)  # steals the references; ctypes raises it right here
+    except BaseException as exc:  # noqa: BLE001 - printed, never propagated
+        print(f"tenferro_cuda: an exception was pending when the DLPack deleter ran and "
+              f"could not be passed on: {exc!r}", file=sys.stderr)
+
+
+@DELETER
+def _deleter(address):
+    _err_fetch(_F0, _F1, _F2)
+    pending = (_FETCHED[0].value, _FETCHED[1].value, _FETCHED[2].value)
+    try:
+        hit = _waiting.pop(address, None)
+        if hit is not None:
+            record, release = hit
+            try:
+                if release is not None and not _finalizing():
+                    release()
+            finally:
+                record[1] = None  # the tensor goes now; the block at the next look
+                record[0][3][record[3]] = 0
+    except BaseException as exc:  # noqa: BLE001 - deleters never raise
+        print(f"tenferro_cuda: DLPack deleter failed: {exc!r}", file=sys.stderr)
+    _report_pending(pending)
+
+
+_CALLBACK: int = ctypes.cast(_deleter, ctypes.c_void_p).value or 0
+
+
+def _ended(record: list) -> bool:
+    if record[0][3][record[3]] == 0:  # the consumer called the deleter
+        return True
+    if record[2] is not None and _refs(record[2]) == 2:  # only this record holds it
+        if _capsule_name_address(record[2]) in _NAMES:  # not renamed: never consumed
+            _waiting.pop(record[0][2], None)
+            return True
+        record[2] = None  # consumed: its deleter is still to come
+    return False
+
+
+def look() -> None:
+    """End the records whose consumer let go (see the module doc). Safe on several
+    threads at once: each record is taken by one look only."""
+    kept: list[list] = []
+    ended: list[list] = []
+    for _ in range(len(_records)):
+        try:
+            record = _records.popleft()
+        except IndexError:  # another look took the rest
+            break
+        (ended if _ended(record) else kept).append(record)
+    _records.extend(kept)
+    _look_at[0] = max(LOOK_AFTER, 2 * len(kept))
+    for record in ended:
+        if record[0][5]:
+            _free.append(record[0])
+    del ended  # the tensors go here, after the bookkeeping
+
+
+def pending(tensor=None) -> int:
+    """How many exports (of ``tensor``, or all) are still held."""
+    look()
+    if tensor is None:
+        return len(_records)
+    return sum(1 for record in list(_records) if record[1] is tensor)
+
+
+def over(buffer) -> int:
+    """How many exports over ``buffer`` (any tensor or view of it) are still held."""
+    look()
+    return sum(1 for record in list(_records)
+               if record[1] is not None and record[1].base.buffer is buffer)
+
+
+def _after_full_collection(phase: str, info: dict) -> None:
+    if phase == "stop" and info.get("generation") == 2 and _records:
+        look()
+
+
+memory.install_pressure_hook(look)
+gc.callbacks.append(_after_full_collection)
