@@ -187,6 +187,8 @@ def _report_pending(pending: tuple) -> None:
 
 @DELETER
 def _deleter(address):
+    if _finalizing():  # the interpreter is going: nothing to order, nobody to tell
+        return
     _err_fetch(_F0, _F1, _F2)
     pending = (_FETCHED[0].value, _FETCHED[1].value, _FETCHED[2].value)
     try:
@@ -194,7 +196,7 @@ def _deleter(address):
         if hit is not None:
             record, release = hit
             try:
-                if release is not None and not _finalizing():
+                if release is not None:
                     release()
             finally:
                 record[1] = None  # the tensor goes now; the block at the next look

@@ -331,3 +331,38 @@ def test_a_full_collection_looks(fx):
     assert alive() is not None  # cleared, not yet seen
     gc.collect()
     assert alive() is None
+
+
+EXIT_SCRIPT = r"""
+import sys
+sys.path[:0] = {paths!r}
+import numpy as np
+import pytest
+from reference.dlpack_fakes import Interop
+from tenferro_cuda import dlpack
+from tenferro_cuda.ops import interop  # noqa: F401 - installs the export
+
+fx = Interop(pytest.MonkeyPatch())
+t = fx.tensor(np.arange(6.0))
+held = [t.__dlpack__(stream=-1, max_version=(1, 0)),  # never consumed
+        t.__dlpack__(stream=1, max_version=(1, 0))]
+caps = [t.__dlpack__(stream=s, max_version=(1, 0)) for s in (-1, 1)]
+owners = [dlpack.consume(c, dlpack.parse_capsule(c)) for c in caps]  # released at exit
+print("ok")
+"""
+
+
+def test_exit_with_exports_held_and_released_late(tmp_path):
+    """Capsules still held, and consumers that let go while the interpreter goes (their
+    deleters run during finalization, one of them a callback): a clean exit."""
+    import os
+    import subprocess
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    paths = [here, os.path.dirname(here), os.path.dirname(os.path.dirname(here))]
+    script = tmp_path / "exit_with_exports.py"
+    script.write_text(EXIT_SCRIPT.format(paths=paths))
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "ok" and proc.stderr == ""
