@@ -31,7 +31,8 @@ here unless the release has work to do:
   stays with us a little longer than the consumer holds it, never less.
 
 Blocks are 256-byte slots of shared chunks (a tensor of up to 10 dimensions); a larger
-one gets a block of its own. A slot is reused only after its record ended.
+one gets a block of its own. A slot is reused only after its record ended, and after
+every other free slot (first in, first out).
 """
 
 from __future__ import annotations
@@ -107,9 +108,10 @@ def layout(n: int, versioned: bool) -> tuple[struct.Struct, int]:
 
 
 # free slots: (chunk, offset in it, address, its words, index of its first word, whether
-# the chunk is shared)
+# the chunk is shared); first in, first out, so that a slot given back is taken again as
+# late as can be (a consumer that calls a deleter twice clears a free slot, not a live one)
 Slot = tuple[bytearray, int, int, memoryview, int, bool]
-_free: list[Slot] = []
+_free: deque[Slot] = deque()
 _chunks: list[bytearray] = []  # (kept: a slot's address must stay valid)
 
 
@@ -119,16 +121,16 @@ def _grow() -> None:
     words = memoryview(chunk).cast("Q")
     _chunks.append(chunk)
     _free.extend((chunk, k * SLOT, base + k * SLOT, words, k * SLOT // 8, True)
-                 for k in reversed(range(CHUNK)))
+                 for k in range(CHUNK))
 
 
 def _take(size: int) -> Slot:
     if size <= SLOT:
         try:
-            return _free.pop()
+            return _free.popleft()
         except IndexError:
             _grow()
-            return _free.pop()
+            return _free.popleft()
     chunk = bytearray(max(size, _PROBE))  # a block of its own, given back to nobody
     base = ctypes.addressof((ctypes.c_char * len(chunk)).from_buffer(chunk))
     return chunk, 0, base, memoryview(chunk).cast("Q"), 0, False

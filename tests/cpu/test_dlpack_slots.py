@@ -143,21 +143,37 @@ def test_a_deleter_called_without_renaming_ends_the_export(fx):
 
 def test_a_slot_is_reused_only_after_its_export_ended(fx):
     t = fx.tensor(np.arange(6.0))
-    first = dlpack.parse_capsule(t.__dlpack__(stream=-1, max_version=(1, 0)))
     held = t.__dlpack__(stream=-1, max_version=(1, 0))
     second = dlpack.parse_capsule(held)
-    assert first.managed != second.managed
     owners = [_consume(t.__dlpack__(stream=-1, max_version=(1, 0))) for _ in range(40)]
-    released = {info.managed for info, _ in owners}
-    assert len(released | {second.managed}) == 41  # nothing held shares a slot
+    released = [info.managed for info, _ in owners]
+    assert len(set(released) | {second.managed}) == 41  # nothing held shares a slot
     owners.clear()
     _dlpack_slots.look()
-    kept = t.__dlpack__(stream=-1, max_version=(1, 0))
-    again = dlpack.parse_capsule(kept)
-    assert again.managed in released | {first.managed}  # a slot given back, reused
-    assert again.shape == (6,) and again.data == t.data_ptr()
-    del held
-    assert live_exports(t) == 1  # the last one
+    free = [slot[2] for slot in _dlpack_slots._free]
+    assert set(released) <= set(free) and second.managed not in free
+    # first in, first out: the slots just given back come last
+    assert free[-len(released):] == released
+    kept = [t.__dlpack__(stream=-1, max_version=(1, 0)) for _ in range(len(free))]
+    addresses = [dlpack.parse_capsule(c).managed for c in kept]
+    assert addresses == free  # handed out in the order they were given back
+    del held, kept
+    assert live_exports(t) == 0
+
+
+def test_a_second_deleter_call_clears_a_free_slot_not_a_live_export(fx):
+    """A consumer that calls the deleter twice (a bug): between the two calls, other
+    exports were made; the stale call lands on a slot that is free, not on theirs."""
+    t = fx.tensor(np.arange(6.0))
+    info, owner = _consume(t.__dlpack__(stream=-1, max_version=(1, 0)))
+    del owner  # the first call
+    _dlpack_slots.look()  # the slot is free again
+    live = [t.__dlpack__(stream=-1, max_version=(1, 0)) for _ in range(20)]
+    assert info.managed not in {dlpack.parse_capsule(c).managed for c in live}
+    ctypes.CFUNCTYPE(None, ctypes.c_void_p)(_dlpack_slots.CLEAR)(info.managed)  # again
+    assert live_exports(t) == 20
+    del live
+    assert live_exports(t) == 0
 
 
 def test_many_dimensions_get_a_block_of_their_own(fx):
