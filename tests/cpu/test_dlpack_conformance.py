@@ -16,6 +16,7 @@ import threading
 import numpy as np
 import pytest
 from reference.dlpack_fakes import OUR_STREAM, Interop, StreamObject, read
+from reference.dlpack_fakes import consume as _consume
 
 from tenferro_cuda import _foreign, cai, dlpack
 from tenferro_cuda._dlpack_export import live_exports
@@ -29,12 +30,6 @@ PTR = 0xABC0
 @pytest.fixture
 def fx(monkeypatch):
     return Interop(monkeypatch)
-
-
-def _consume(capsule):
-    """What a consumer does: read, rename, and (when its array goes) call the deleter."""
-    info = dlpack.parse_capsule(capsule)
-    return info, dlpack.consume(capsule, info)
 
 
 # --- stream= -----------------------------------------------------------------------------

@@ -19,6 +19,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 from reference.dlpack_fakes import OUR_STREAM, Interop
+from reference.dlpack_fakes import consume as _consume
 
 from tenferro_cuda import _dlpack_slots, dlpack, memory
 from tenferro_cuda._dlpack_export import live_exports
@@ -32,11 +33,6 @@ PTR = 0xABC0
 @pytest.fixture
 def fx(monkeypatch):
     return Interop(monkeypatch)
-
-
-def _consume(capsule):
-    info = dlpack.parse_capsule(capsule)
-    return info, dlpack.consume(capsule, info)
 
 
 def _in_slots(t) -> bool:

@@ -20,11 +20,8 @@ N = 1 << 20
 
 
 @pytest.fixture(scope="module")
-def torch():
-    torch = pytest.importorskip("torch")
-    if not torch.cuda.is_available():
-        pytest.skip("PyTorch has no CUDA device")
-    return torch
+def torch(torch_cuda):
+    return torch_cuda
 
 
 @pytest.fixture(scope="module")

@@ -26,11 +26,8 @@ SPIN_CYCLES = 1_500_000_000  # ~0.75 s at 2 GHz
 
 
 @pytest.fixture(scope="module")
-def torch():
-    torch = pytest.importorskip("torch")
-    if not torch.cuda.is_available():
-        pytest.skip("PyTorch has no CUDA device")
-    return torch
+def torch(torch_cuda):
+    return torch_cuda
 
 
 @pytest.fixture(scope="module")

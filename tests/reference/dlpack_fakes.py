@@ -114,6 +114,13 @@ class Interop:
         self.pending.clear()
 
 
+def consume(capsule):
+    """What a consumer does: read, rename, and (when its array goes) call the deleter.
+    Returns the capsule's fields and the owner whose release calls the deleter."""
+    info = dlpack.parse_capsule(capsule)
+    return info, dlpack.consume(capsule, info)
+
+
 def read(address: int, dtype, count: int) -> np.ndarray:
     """``count`` elements of ``dtype`` at ``address`` (host memory)."""
     return np.frombuffer(ctypes.string_at(address, count * dtype.itemsize), dtype.numpy)
