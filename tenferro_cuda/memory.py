@@ -333,10 +333,9 @@ class MemoryPool(Authority):
             try:
                 return _driver_memory.mem_alloc_async(nbytes, self.handle, arena.stream, op)
             except OutOfMemoryError:
-                relieve()
-                if not arena.cached_bytes:
-                    raise
-                arena.drain()  # give the recycled buffers back and try once more
+                relieve()  # (an export whose consumer let go gives its tensor back)
+                if arena.cached_bytes:
+                    arena.drain()  # give the recycled buffers back
                 return _driver_memory.mem_alloc_async(nbytes, self.handle, arena.stream, op)
         except OutOfMemoryError as exc:
             raise OutOfMemoryError(f"{exc.args[0]}; pool: {self.stats()}", op=op,

@@ -251,7 +251,28 @@ def test_a_driver_out_of_memory_runs_the_hooks_first(monkeypatch):
     arena = SimpleNamespace(cached_bytes=0, stream=None)
     with pytest.raises(OutOfMemoryError):
         pool.driver_alloc(4096, arena, "test")
-    assert ran == [1]  # after the first failure, before giving up
+    assert ran == [1] and len(calls) == 2  # after the first failure, then once more
+
+
+def test_memory_a_hook_frees_is_allocated_on_the_retry(monkeypatch):
+    """A hook that frees memory the arena does not cache (a large tensor goes straight
+    back to the driver's pool): the allocation tries once more and gets it."""
+    from tenferro_cuda import _driver_memory
+
+    free = [0]
+
+    def alloc(nbytes, handle, stream, op):
+        if free[0] < nbytes:
+            raise OutOfMemoryError("no room", op=op, requested_bytes=nbytes)
+        free[0] -= nbytes
+        return 0x9000
+
+    monkeypatch.setattr(_driver_memory, "mem_alloc_async", alloc)
+    monkeypatch.setattr(memory, "_pressure_hooks", [lambda: free.__setitem__(0, 1 << 30)])
+    pool = object.__new__(memory.MemoryPool)
+    pool.handle, pool.closed, pool._arenas, pool.limit = None, False, {}, None
+    arena = SimpleNamespace(cached_bytes=0, stream=None)
+    assert pool.driver_alloc(256 << 20, arena, "test") == 0x9000
 
 
 def test_exports_and_releases_from_several_threads(fx):
