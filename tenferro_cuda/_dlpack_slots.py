@@ -74,7 +74,7 @@ def _find_clear() -> int | None:
     argument and writes nothing outside the first ``_PROBE`` bytes, else None."""
     try:
         fn = ctypes.CDLL(None).sigemptyset
-    except (AttributeError, OSError):  # no such symbol, or no C library to ask
+    except (AttributeError, OSError, TypeError):  # no such symbol, or no C library to ask
         return None
     fn.restype, fn.argtypes = ctypes.c_int, [ctypes.c_void_p]
     for fill in (0xAB, 0x01):

@@ -102,6 +102,12 @@ def test_a_clearing_function_that_writes_too_far_is_refused(monkeypatch):
     monkeypatch.setattr(ctypes, "CDLL", lambda name: SimpleNamespace())
     assert _dlpack_slots._find_clear() is None
 
+    def no_library(name):  # CDLL(None) where the process has no C library to name
+        raise TypeError("expected str, bytes or os.PathLike object, not NoneType")
+
+    monkeypatch.setattr(ctypes, "CDLL", no_library)
+    assert _dlpack_slots._find_clear() is None
+
 
 def test_a_capsule_someone_holds_is_not_ended(fx):
     t = fx.tensor(np.arange(6.0))
@@ -399,3 +405,26 @@ def test_exit_with_exports_held_and_released_late(tmp_path):
                           timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "ok" and proc.stderr == ""
+
+
+def test_without_the_clearing_function_every_export_takes_the_callback(fx, monkeypatch):
+    """Where the import-time check refused ``sigemptyset``: every stream= value gets the
+    callback, which ends the export when the consumer lets go (the tensor at once); a
+    capsule dropped unconsumed still ends at the next look."""
+    import weakref
+
+    monkeypatch.setattr(_dlpack_slots, "CLEAR", None)
+    for stream in (-1, OUR_STREAM, PTR, 1):
+        t = fx.tensor(np.arange(6.0))
+        alive = weakref.ref(t)
+        info, owner = _consume(t.__dlpack__(stream=stream, max_version=(1, 0)))
+        assert _in_callbacks(t)
+        del t
+        assert alive() is not None
+        del owner
+        assert alive() is None  # the callback let it go
+    t = fx.tensor(np.arange(6.0))
+    capsule = t.__dlpack__(stream=-1)
+    assert _in_callbacks(t) and live_exports(t) == 1
+    del capsule
+    assert live_exports(t) == 0 and not _in_callbacks(t)
