@@ -159,14 +159,19 @@ def export(tensor, shape: tuple, strides: tuple, version, flags: int, data: int,
         deleter, watch = CLEAR, slot[4]
     else:
         deleter, watch = _CALLBACK, slot[4] + _DELETER_WORD[versioned]
-    if versioned:
-        block.pack_into(slot[0], slot[1], version[0], version[1], 0, deleter, flags, data,
-                        kind, ordinal, n, code, bits, 1, shape_p, shape_p + 8 * n, 0,
-                        *shape, *strides)
-    else:
-        block.pack_into(slot[0], slot[1], data, kind, ordinal, n, code, bits, 1, shape_p,
-                        shape_p + 8 * n, 0, 0, deleter, *shape, *strides)
-    capsule = _capsule_new(address, _NAMES[versioned], None)
+    try:
+        if versioned:
+            block.pack_into(slot[0], slot[1], version[0], version[1], 0, deleter, flags,
+                            data, kind, ordinal, n, code, bits, 1, shape_p,
+                            shape_p + 8 * n, 0, *shape, *strides)
+        else:
+            block.pack_into(slot[0], slot[1], data, kind, ordinal, n, code, bits, 1,
+                            shape_p, shape_p + 8 * n, 0, 0, deleter, *shape, *strides)
+        capsule = _capsule_new(address, _NAMES[versioned], None)
+    except BaseException:  # (nothing was handed out: the slot is free again)
+        if slot[5]:
+            _free.append(slot)
+        raise
     if len(_records) >= _look_at[0]:
         look()
     record = [slot, tensor, capsule, watch]
@@ -227,13 +232,18 @@ def look() -> None:
     threads at once: each record is taken by one look only."""
     kept: list[list] = []
     ended: list[list] = []
-    for _ in range(len(_records)):
-        try:
-            record = _records.popleft()
-        except IndexError:  # another look took the rest
-            break
-        (ended if _ended(record) else kept).append(record)
-    _records.extend(kept)
+    try:
+        for _ in range(len(_records)):
+            try:
+                record = _records.popleft()
+            except IndexError:  # another look took the rest
+                break
+            # kept until it is known to have ended: an interrupted look loses no record
+            kept.append(record)
+            if _ended(record):
+                ended.append(kept.pop())
+    finally:
+        _records.extend(kept)
     _look_at[0] = max(LOOK_AFTER, 2 * len(kept))
     for record in ended:
         if record[0][5]:

@@ -222,11 +222,11 @@ class _Arena(Authority):
         if nbytes <= RECYCLE_LIMIT:
             nbytes = (nbytes + _GRANULE - 1) & -_GRANULE
         if pool.limit is not None and pool.live_bytes + nbytes > pool.limit:
-            relieve()
-        if pool.limit is not None and pool.live_bytes + nbytes > pool.limit:
-            raise OutOfMemoryError(
-                f"allocating {nbytes} bytes would exceed the pool limit of {pool.limit} "
-                f"bytes; pool: {pool.stats()}", op=op, requested_bytes=nbytes)
+            relieve()  # (an export whose consumer let go gives its tensor back)
+            if pool.live_bytes + nbytes > pool.limit:
+                raise OutOfMemoryError(
+                    f"allocating {nbytes} bytes would exceed the pool limit of {pool.limit} "
+                    f"bytes; pool: {pool.stats()}", op=op, requested_bytes=nbytes)
         if self.graph is not None:
             return self.graph.alloc(nbytes, op)
         lst = self.lists.get(nbytes) if nbytes <= RECYCLE_LIMIT else None

@@ -428,3 +428,40 @@ def test_without_the_clearing_function_every_export_takes_the_callback(fx, monke
     assert _in_callbacks(t) and live_exports(t) == 1
     del capsule
     assert live_exports(t) == 0 and not _in_callbacks(t)
+
+
+def test_an_interrupted_look_loses_no_record(fx, monkeypatch):
+    """An exception inside a look (Ctrl-C, say) leaves every record it had taken in
+    place: no tensor a consumer still holds is let go."""
+    t = fx.tensor(np.arange(6.0))
+    held = [t.__dlpack__(stream=-1, max_version=(1, 0)) for _ in range(3)]
+    calls = [0]
+    real = _dlpack_slots._ended
+
+    def interrupted(record):
+        calls[0] += 1
+        if calls[0] == 2:
+            raise KeyboardInterrupt
+        return real(record)
+
+    monkeypatch.setattr(_dlpack_slots, "_ended", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        _dlpack_slots.look()
+    monkeypatch.setattr(_dlpack_slots, "_ended", real)
+    assert live_exports(t) == 3
+    del held
+    assert live_exports(t) == 0
+
+
+def test_a_failed_export_gives_its_slot_back(fx, monkeypatch):
+    t = fx.tensor(np.arange(6.0))
+    _dlpack_slots.look()
+    free = len(_dlpack_slots._free)
+
+    def no_capsule(*args):
+        raise MemoryError
+
+    monkeypatch.setattr(_dlpack_slots, "_capsule_new", no_capsule)
+    with pytest.raises(MemoryError):
+        t.__dlpack__(stream=-1, max_version=(1, 0))
+    assert len(_dlpack_slots._free) == free and live_exports(t) == 0
