@@ -31,9 +31,9 @@ import functools
 import threading
 
 from . import _dlpack_slots as _slots
-from .dlpack import DLPACK_VERSION, FLAG_IS_COPIED, FLAG_READ_ONLY, DLDeviceType, dl_code_bits
+from .dlpack import _CODE_BITS, DLPACK_VERSION, FLAG_IS_COPIED, FLAG_READ_ONLY, DLDeviceType
 from .errors import RuntimeStateError
-from .tensor import install_export
+from .tensor import Tensor, install_export
 
 __all__ = ["export_capsule", "live_exports", "exports_over", "dlpack_device", "install_copy"]
 
@@ -55,7 +55,7 @@ def _foreign():
 
 def dlpack_device(tensor) -> tuple[DLDeviceType, int]:
     """``__dlpack_device__``: (kDLCUDA, ordinal) for device tensors, (kDLCPU, 0) on host."""
-    buf = tensor.base.buffer
+    buf = tensor.buffer if type(tensor) is Tensor else tensor.base.buffer
     if buf is None:
         return _CPU_DEVICE
     ordinal = buf.origin.pool.ordinal
@@ -95,16 +95,8 @@ _USUAL = {(0, 0): None, (0, 8): None, (1, 0): _VERSIONS[0], (1, 1): _VERSIONS[1]
 
 
 def _version(max_version) -> tuple[int, int] | None:
-    """The version of the versioned capsule to make, or None for a legacy one."""
-    if max_version is None:
-        return None
-    if type(max_version) is tuple:
-        try:
-            usual = _USUAL.get(max_version, False)
-        except TypeError:  # an unhashable element: the checks below say what is wrong
-            usual = False
-        if usual is not False:
-            return usual  # type: ignore[return-value]
+    """The version of the versioned capsule to make for a ``max_version`` that is not one
+    of the usual tuples (``_USUAL``), or None for a legacy one."""
     try:
         major, minor = (int(v) for v in max_version)
     except (TypeError, ValueError):
@@ -133,21 +125,28 @@ def _check_device(buf, dl_device) -> None:
 def export_capsule(tensor, stream=None, max_version=None, dl_device=None, copy=None):
     """``__dlpack__``: a capsule over ``tensor``'s device memory (see the module doc)."""
     op = "__dlpack__"
-    buf = tensor.base.buffer
+    buf = tensor.buffer if type(tensor) is Tensor else tensor.base.buffer
     if buf is None:
         raise BufferError("__dlpack__: this is a host tensor; export GPU tensors only "
                           "(tensor.numpy() gives the host data)")
     if buf.home is None:
         raise RuntimeStateError("cannot export a reclaimed tensor (its buffer was released)",
                                 op=op)
-    version = _version(max_version)
+    version = None
+    if max_version is not None:
+        try:
+            version = _USUAL.get(max_version, False)
+        except TypeError:  # an unhashable element: _version says what is wrong
+            version = False
+        if version is False:
+            version = _version(max_version)
     if dl_device is not None:
         _check_device(buf, dl_device)
     if copy is not None and copy is not True and copy is not False:
         raise BufferError(f"__dlpack__: copy must be True, False or None (got {copy!r})")
     f = _f or _foreign()
-    consumer = f.LEGACY_STREAM if stream is None else f.consumer_stream(
-        stream, op, buf.origin.stream)
+    own = buf.origin.stream
+    consumer = f.consumer_stream(stream, op, own)
     owner = buf.owner
     readonly = owner is not None and getattr(owner, "readonly", False) is True
     if readonly and version is None and not copy:
@@ -158,13 +157,20 @@ def export_capsule(tensor, stream=None, max_version=None, dl_device=None, copy=N
     if copy:
         tensor = _copied(ctx, tensor, consumer, op)
         buf, flags = tensor.buffer, FLAG_IS_COPIED
-    elif consumer is not None and consumer is not buf.origin.stream and (
-            int(consumer) != int(buf.origin.stream)):
+    elif consumer is not None and consumer is not own and int(consumer) != int(own):
         if ctx is None:
             raise RuntimeStateError("the tensor's memory belongs to no live runtime; "
                                     "nothing can order a consumer after it", op=op)
-        f.order(ctx, consumer, buf.origin.stream)
-    return _make_capsule(tensor, buf, version, flags, consumer, ctx)
+        f.order(ctx, consumer, own)
+    shape, dtype = tensor.shape, tensor.dtype
+    code, bits = _CODE_BITS[dtype]
+    ptr = buf.ptr
+    data = ptr + tensor.offset * dtype.itemsize if ptr and 0 not in shape else 0
+    release = None
+    if consumer is f.LEGACY_STREAM or consumer is f.PER_THREAD_STREAM:
+        release = functools.partial(_release, tensor, consumer, ctx)
+    return _slots.export(tensor, shape, tensor.strides, version, flags, data,
+                         buf.origin.pool.ordinal, code, bits, _CUDA, release)
 
 
 def _copied(ctx, tensor, consumer, op: str):
@@ -192,18 +198,6 @@ _copier: list = [None]
 def install_copy(fn) -> None:
     """Install the function that makes the compact copy of ``copy=True``."""
     _copier[0] = fn
-
-
-def _make_capsule(tensor, buf, version, flags: int, consumer, ctx):
-    shape, dtype = tensor.shape, tensor.dtype
-    code, bits = dl_code_bits(dtype)
-    data = 0 if not buf.ptr or 0 in shape else buf.ptr + tensor.offset * dtype.itemsize
-    f = _f or _foreign()
-    release = None
-    if consumer is f.LEGACY_STREAM or consumer is f.PER_THREAD_STREAM:
-        release = functools.partial(_release, tensor, consumer, ctx)
-    return _slots.export(tensor, shape, tensor.strides, version, flags, data,
-                         buf.origin.pool.ordinal, code, bits, _CUDA, release)
 
 
 def exports_over(buffer) -> int:

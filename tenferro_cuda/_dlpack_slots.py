@@ -124,14 +124,9 @@ def _grow() -> None:
                  for k in range(CHUNK))
 
 
-def _take(size: int) -> Slot:
-    if size <= SLOT:
-        try:
-            return _free.popleft()
-        except IndexError:
-            _grow()
-            return _free.popleft()
-    chunk = bytearray(max(size, _PROBE))  # a block of its own, given back to nobody
+def _own_block(size: int) -> Slot:
+    """A block of its own for a tensor of more dimensions than a slot holds."""
+    chunk = bytearray(max(size, _PROBE))  # given back to nobody
     base = ctypes.addressof((ctypes.c_char * len(chunk)).from_buffer(chunk))
     return chunk, 0, base, memoryview(chunk).cast("Q"), 0, False
 
@@ -152,7 +147,14 @@ def export(tensor, shape: tuple, strides: tuple, version, flags: int, data: int,
     versioned = version is not None
     hit = _LAYOUTS.get((n, versioned))
     block, head = hit if hit is not None else layout(n, versioned)
-    slot = _take(block.size)
+    if block.size <= SLOT:
+        try:
+            slot = _free.popleft()
+        except IndexError:
+            _grow()
+            slot = _free.popleft()
+    else:
+        slot = _own_block(block.size)
     address = slot[2]
     shape_p = address + head
     if release is None and CLEAR is not None and (versioned or data):

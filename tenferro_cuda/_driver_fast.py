@@ -24,6 +24,8 @@ otherwise, or with ``TENFERRO_CUDA_DRIVER_BINDINGS=legacy`` in the environment, 
 - ``pointer_ordinal(address)``: the device ordinal of a device address (what an import
   checks); raises the typed error (``BackendSourceError`` for memory the driver does not
   know, such as plain host memory).
+- ``stream_query(stream)``: True when all work on ``stream`` is complete, False while it
+  still runs (what the release of an adopted array asks); raises the typed error.
 """
 
 from __future__ import annotations
@@ -36,12 +38,14 @@ from cuda.bindings import driver as _d
 from . import _driver
 from ._driver import _fail
 
-__all__ = ["BINDINGS", "Failure", "handle", "launch", "current", "order", "pointer_ordinal"]
+__all__ = ["BINDINGS", "Failure", "handle", "launch", "current", "order", "pointer_ordinal",
+           "stream_query"]
 
 # The calls this module takes from the _v2 module (all must be there to use it).
 V2_CALLS = ("launch_kernel", "ctx_get_current", "event_record", "stream_wait_event",
-            "pointer_get_attribute")
+            "pointer_get_attribute", "stream_query")
 DEVICE_ORDINAL = 9  # CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL
+NOT_READY = 600  # CUDA_ERROR_NOT_READY
 
 
 class LegacyFailure(Exception):
@@ -92,6 +96,10 @@ def _legacy_order(event: Any, producer: Any, waiter: Any) -> None:
     _driver.stream_wait_event(waiter, event)
 
 
+def _legacy_stream_query(stream: Any) -> bool:
+    return _driver.stream_query(stream)
+
+
 def _legacy_pointer_ordinal(address: int) -> int:
     status, value = _d.cuPointerGetAttribute(
         _d.CUpointer_attribute.CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, address)
@@ -128,6 +136,17 @@ if _v2 is not None:
             return _attribute(DEVICE_ORDINAL, address)
         except Failure as exc:
             return _fail("cuPointerGetAttribute", exc.status)  # type: ignore[attr-defined]
+
+    _query = _v2.stream_query
+
+    def stream_query(stream: Any) -> bool:
+        try:
+            _query(int(stream))
+        except Failure as exc:
+            if exc.status == NOT_READY:  # type: ignore[attr-defined]
+                return False
+            _fail("cuStreamQuery", exc.status)  # type: ignore[attr-defined]
+        return True
 else:
     BINDINGS = "cuda.bindings.driver"
     Failure = LegacyFailure
@@ -136,3 +155,4 @@ else:
     current = _legacy_current
     order = _legacy_order
     pointer_ordinal = _legacy_pointer_ordinal
+    stream_query = _legacy_stream_query

@@ -168,27 +168,33 @@ def _plain_ints(values) -> bool:
     return True
 
 
+_info = tuple.__new__  # CAIInfo's fields in order, without its generated __new__
+
+
 def parse_interface(iface: dict, op: str = "from_cuda_array_interface") -> CAIInfo:
     """Validate an interface dict and convert its strides to elements."""
     get = iface.get
     version, shape, data, ts = get("version"), get("shape"), get("data"), get("typestr")
     dtype = _KNOWN.get(ts) if type(ts) is str else None
     if (type(version) is int and version >= 0 and type(shape) is tuple and dtype is not None
-            and type(data) is tuple and len(data) == 2 and type(data[0]) is int
-            and 0 <= data[0] < ADDRESS_LIMIT and type(data[1]) is bool and _plain_ints(shape)
-            and (not shape or min(shape) >= 0) and get("mask") is None):
-        raw = get("strides")
-        if raw is None:
-            strides = None
-        elif type(raw) is tuple and len(raw) == len(shape) and _plain_ints(raw):
-            strides = _element_strides(raw, dtype, op)
+            and type(data) is tuple and len(data) == 2 and get("mask") is None):
+        ptr, readonly = data
+        for n in shape:
+            if type(n) is not int or n < 0:
+                break
         else:
-            return _parse_slowly(iface, op)
-        stream = get("stream") if version >= 3 else None
-        if stream is not None:
-            stream = _stream(iface, version, op)
-        check_extent(data[0], shape, strides, dtype.itemsize, op)
-        return CAIInfo(data[0], shape, strides, dtype, data[1], stream)
+            raw = get("strides")
+            stream = get("stream") if version >= 3 else None
+            if type(ptr) is int and 0 <= ptr < ADDRESS_LIMIT and type(readonly) is bool and (
+                    stream is None or type(stream) is int and 0 < stream < ADDRESS_LIMIT):
+                if raw is None:
+                    strides = None
+                elif type(raw) is tuple and len(raw) == len(shape) and _plain_ints(raw):
+                    strides = _element_strides(raw, dtype, op)
+                else:
+                    return _parse_slowly(iface, op)
+                check_extent(ptr, shape, strides, dtype.itemsize, op)
+                return _info(CAIInfo, (ptr, shape, strides, dtype, readonly, stream))
     return _parse_slowly(iface, op)
 
 

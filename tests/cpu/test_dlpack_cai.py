@@ -18,6 +18,7 @@ import pytest
 from tenferro_cuda import (
     _dlpack_export,  # noqa: F401 - installs Tensor.__dlpack__
     _driver,
+    _driver_fast,
     _foreign,
     cai,
     dlpack,
@@ -233,7 +234,7 @@ def test_consumer_stream_rejects(value, error):
 
 def test_release_waits_for_busy_stream(monkeypatch):
     idle = {"value": False}
-    monkeypatch.setattr(_driver, "stream_query", lambda stream: idle["value"])
+    monkeypatch.setattr(_driver_fast, "stream_query", lambda stream: idle["value"])
     released = []
     stream = _driver.stream_handle(FAKE_STREAM)
     _foreign.release_when_idle(stream, released.append, 1)
@@ -250,7 +251,7 @@ def test_release_waits_for_busy_stream(monkeypatch):
 def test_foreign_owner_waits_for_its_stream(monkeypatch):
     """A ForeignOwner's deleter runs only once our stream is idle, and exactly once."""
     idle = {"value": False}
-    monkeypatch.setattr(_driver, "stream_query", lambda stream: idle["value"])
+    monkeypatch.setattr(_driver_fast, "stream_query", lambda stream: idle["value"])
     calls = []
 
     @dlpack.DELETER
@@ -290,7 +291,7 @@ def test_closed_home_streams_are_never_touched(monkeypatch):
     def boom(stream):
         raise AssertionError("a destroyed stream was queried")
 
-    monkeypatch.setattr(_driver, "stream_query", boom)
+    monkeypatch.setattr(_driver_fast, "stream_query", boom)
     released = []
     _foreign.release_when_idle(_driver.stream_handle(FAKE_STREAM), released.append, 1,
                                _Home(closed=True))
@@ -334,7 +335,7 @@ def test_a_release_that_releases_again_does_not_deadlock(monkeypatch):
     release_when_idle and drain on the same thread: each entry still runs exactly once."""
     monkeypatch.setattr(_foreign, "_parked", type(_foreign._parked)())
     busy = {"value": True}
-    monkeypatch.setattr(_driver, "stream_query", lambda stream: not busy["value"])
+    monkeypatch.setattr(_driver_fast, "stream_query", lambda stream: not busy["value"])
     stream = _driver.stream_handle(FAKE_STREAM)
     ran = []
 
@@ -370,7 +371,7 @@ def test_a_finalizer_during_a_drain_does_not_deadlock(monkeypatch):
             _foreign.drain()
         return not busy["value"]
 
-    monkeypatch.setattr(_driver, "stream_query", query)
+    monkeypatch.setattr(_driver_fast, "stream_query", query)
 
     def body():
         _foreign.release_when_idle(stream, ran.append, "first")

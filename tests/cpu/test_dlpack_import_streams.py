@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from reference.dlpack_fakes import OUR_STREAM, Interop, LegacyProducer, Producer, StreamObject
 
-from tenferro_cuda import _driver, _foreign, dlpack
+from tenferro_cuda import _driver, _driver_fast, _foreign, dlpack
 from tenferro_cuda.authority import Scope
 from tenferro_cuda.dtypes import DType
 from tenferro_cuda.errors import RuntimeStateError, UnsupportedDTypeError, ValidationError
@@ -140,7 +140,7 @@ def test_strided_capsule_gives_a_view(fx):
 
 
 def test_deleter_runs_once_when_the_tensor_goes(fx, monkeypatch):
-    monkeypatch.setattr(_driver, "stream_query", lambda stream: True)
+    monkeypatch.setattr(_driver_fast, "stream_query", lambda stream: True)
     p = Producer(np.arange(3.0))
     t = interop.from_dlpack(fx, p)
     view = t[1:]

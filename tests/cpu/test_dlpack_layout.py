@@ -146,7 +146,7 @@ def no_cuda(monkeypatch):
     for name in ("init", "event_create", "event_record", "stream_wait_event",
                  "stream_query", "ctx_get_current"):
         monkeypatch.setattr(_driver, name, boom)
-    for name in ("launch", "current", "order", "pointer_ordinal"):
+    for name in ("launch", "current", "order", "pointer_ordinal", "stream_query"):
         monkeypatch.setattr(_driver_fast, name, boom)
 
 

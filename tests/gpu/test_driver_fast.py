@@ -77,6 +77,25 @@ extern "C" __global__ void slow_fill(float* p, int n) {
         _driver.stream_destroy(side)
 
 
+def test_stream_query_says_busy_then_idle(s):
+    """What a release asks: False while a spin runs on the stream, True once it is done
+    (a default stream answers too)."""
+    with s.raw("probe") as r:
+        module = r.compile_nvrtc(r'''
+extern "C" __global__ void spin_a_while() {
+    long long t0 = clock64();
+    while (clock64() - t0 < 200000000) {}
+}''')
+        fn = module.function("spin_a_while")
+        stream = s._ctx.stream
+        h = _driver_fast.handle
+        _driver_fast.launch(h(fn._fn), 1, 1, 1, 1, 1, 1, 0, h(stream), 0, 0)
+        assert _driver_fast.stream_query(stream) is False
+    s.synchronize()
+    assert _driver_fast.stream_query(s._ctx.stream) is True
+    assert _driver_fast.stream_query(_driver.stream_handle(1)) in (True, False)
+
+
 def test_ops_run_with_the_legacy_bindings_forced():
     """The same op path through ``cuda.bindings.driver`` (TENFERRO_CUDA_DRIVER_BINDINGS=
     legacy): elementwise fast and general paths, a refused op, interop ordering."""
@@ -93,6 +112,7 @@ def test_ops_run_with_the_legacy_bindings_forced():
             want = np.arange(1024, dtype=np.float32).reshape(32, 32).T + 1
             assert np.array_equal(s.download_to_host(t).numpy(), want)
             assert np.array_equal(s.download_to_host(b).numpy(), 2 * np.arange(1024))
+            assert _driver_fast.stream_query(s._ctx.stream) is True
             try:
                 s.add(a, s.upload_host_tensor(np.ones(3, np.float32)))
             except tc.ValidationError:
