@@ -28,6 +28,7 @@
 from __future__ import annotations
 
 import functools
+import operator
 import threading
 
 from . import _dlpack_slots as _slots
@@ -96,9 +97,12 @@ _USUAL = {(0, 0): None, (0, 8): None, (1, 0): _VERSIONS[0], (1, 1): _VERSIONS[1]
 
 def _version(max_version) -> tuple[int, int] | None:
     """The version of the versioned capsule to make for a ``max_version`` that is not one
-    of the usual tuples (``_USUAL``), or None for a legacy one."""
+    of the usual tuples (``_USUAL``), or None for a legacy one. A sequence of two
+    integers (numpy's included); a string, a float or any other length is refused."""
+    if isinstance(max_version, (str, bytes)):
+        max_version = None  # (a string is a sequence: refused below)
     try:
-        major, minor = (int(v) for v in max_version)
+        major, minor = (operator.index(v) for v in max_version)  # type: ignore[union-attr]
     except (TypeError, ValueError):
         raise BufferError(f"__dlpack__: max_version must be (major, minor) "
                           f"(got {max_version!r})") from None
@@ -134,11 +138,11 @@ def export_capsule(tensor, stream=None, max_version=None, dl_device=None, copy=N
                                 op=op)
     version = None
     if max_version is not None:
-        try:
+        version = False
+        if type(max_version) is tuple and len(max_version) == 2 \
+                and type(max_version[0]) is int is type(max_version[1]):
             version = _USUAL.get(max_version, False)
-        except TypeError:  # an unhashable element: _version says what is wrong
-            version = False
-        if version is False:
+        if version is False:  # (_version says what is wrong with it, if anything)
             version = _version(max_version)
     if dl_device is not None:
         _check_device(buf, dl_device)

@@ -137,7 +137,9 @@ def events_created() -> int:
     return _created[0]
 
 
-def _order(events: list, waiter, producer) -> None:
+def order_current(ctx: Any, waiter, producer) -> None:
+    """``order`` when ``ctx``'s context is current (inside an op)."""
+    events = ctx.events
     try:
         event = events.pop()
     except IndexError:  # empty, or another thread took the last one
@@ -151,14 +153,9 @@ def _order(events: list, waiter, producer) -> None:
             _driver.event_destroy(event)
 
 
-def order_current(ctx: Any, waiter, producer) -> None:
-    """``order`` when ``ctx``'s context is current (inside an op)."""
-    _order(ctx.events, waiter, producer)
-
-
 def order(ctx: Any, waiter, producer) -> None:
     """Make ``waiter`` wait for the work enqueued so far on ``producer`` (module doc)."""
-    guard.call_current(ctx, _order, ctx.events, waiter, producer)
+    guard.call_current(ctx, order_current, ctx, waiter, producer)
 
 
 def copy_on(stream, dst: int, src: int, nbytes: int, op: str) -> None:

@@ -25,6 +25,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from . import dlpack as _dl
 from .authority import Authority
 from .dlpack import release_function
 from .dtypes import DType
@@ -254,7 +255,7 @@ class HeldProducer(Authority):
         if obj is None:
             return
         try:
-            release_function()(self.stream, _drop, obj, self.home)
+            (_dl._release or release_function())(self.stream, _drop, obj, self.home)
         except Exception:  # noqa: BLE001 - a finalizer never raises
             pass
 

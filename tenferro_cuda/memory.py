@@ -136,6 +136,10 @@ class DeviceBuffer(Authority):
                     arena.cached_bytes += nbytes
                     arena.frees += 1
                     return
+            elif self.owner is not None:  # adopted memory: its owner lets go
+                self.home = None
+                self.owner = None
+                return
             self.release()
         except Exception:  # noqa: BLE001 - a finalizer must never raise
             pass

@@ -79,11 +79,15 @@ def test_import_stream_too_large_through_cai_is_a_validation_error(fx):
 
 # --- max_version / dl_device junk ------------------------------------------------------------
 
-@pytest.mark.parametrize("max_version", [([1], 0), (1, [0]), ({}, 1)],
-                         ids=["list-major", "list-minor", "dict-major"])
+@pytest.mark.parametrize("max_version", [([1], 0), (1, [0]), ({}, 1), "10", b"10", ("1", "0"),
+                                         (1.0, 0), (1, 0.5), (1,), (1, 0, 0), 5],
+                         ids=["list-major", "list-minor", "dict-major", "str", "bytes",
+                              "str-elements", "float-major", "float-minor", "one-element",
+                              "three-elements", "int"])
 def test_export_unhashable_max_version_is_a_buffer_error(fx, max_version):
-    """An unhashable element in ``max_version`` gets the BufferError every other junk
-    ``max_version`` gets ("max_version must be (major, minor)"), not a TypeError."""
+    """Anything but two integers in ``max_version`` (an unhashable element, a string, a
+    float, another length) gets one BufferError ("max_version must be (major, minor)"),
+    not a TypeError, and nothing is exported."""
     t = fx.tensor(np.arange(4.0))
     with pytest.raises(BufferError, match="max_version"):
         t.__dlpack__(stream=-1, max_version=max_version)
