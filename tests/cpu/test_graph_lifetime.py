@@ -208,18 +208,25 @@ def test_a_held_block_is_given_back_after_the_consumer_stream_is_waited_for(driv
     """A block kept for a consumer on a default stream (stream=1) after ``g.close()``:
     its release orders our stream after the consumer's, then gives the block back; the
     next tensor of that size can only be written after the consumer's reads."""
-    from tenferro_cuda import _foreign
+    from tenferro_cuda import _driver, _foreign
 
     session = FakeSession()
     ctx = session._ctx
     g, x, y = _captured(session)
+    ours = _driver.stream_handle(0x5150)  # (this fake's own stream is no handle)
+    monkeypatch.setattr(ctx.home, "stream", ours)
+    # the export finds this context through its arena, as it finds an ExecContext
+    monkeypatch.setitem(_foreign._by_arena, id(ctx.home), (ctx.home, ctx))
+    monkeypatch.setattr(ctx, "pending", [], raising=False)
     calls = []
-    monkeypatch.setattr(_foreign, "order", lambda c, waiter, producer: calls.append(
-        ("order", ctx.home.lists.get(4096, []).copy())))
-    # what y.__dlpack__(stream=1) makes after its own ordering (this fake's stream is no
-    # handle): a capsule whose deleter orders our stream after the default stream
-    capsule = _dlpack_export._make_capsule(y, y.buffer, (1, 0), 0, _foreign.LEGACY_STREAM,
-                                           ctx)
+
+    def order(c, waiter, producer):
+        if waiter is ours:  # (not the export's own ordering of stream 1 after ours)
+            calls.append(("order", ctx.home.lists.get(4096, []).copy()))
+
+    monkeypatch.setattr(_foreign, "order", order)
+    # a capsule whose deleter orders our stream after the default stream
+    capsule = y.__dlpack__(stream=1, max_version=(1, 0))
     owner = dlpack.consume(capsule, dlpack.parse_capsule(capsule))
     exported = y.data_ptr()
     g.close()
