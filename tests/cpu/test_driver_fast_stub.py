@@ -1,7 +1,8 @@
 """The hot driver calls through the real bindings, against a stub driver library
 (``reference/stub_libcuda.c``, built with the host C compiler and loaded as
 ``libcuda.so.1``): the arguments that reach the driver, through the _v2 module and
-through the legacy one, and a refused call as ``Failure`` or the typed error."""
+through the legacy one, a refused call as ``Failure`` or the typed error, and a stream
+query's three answers (idle, busy, refused)."""
 
 from __future__ import annotations
 
@@ -35,6 +36,11 @@ PROBE = textwrap.dedent('''
         f.pointer_ordinal(0xBAD)
     except BackendSourceError as exc:
         print("refused", "cuPointerGetAttribute" in str(exc))
+    print("query", f.stream_query(d.CUstream(0x22)), f.stream_query(d.CUstream(0xB05)))
+    try:
+        f.stream_query(d.CUstream(0xBAD))
+    except BackendSourceError as exc:
+        print("refused", "cuStreamQuery" in str(exc))
 ''')
 
 
@@ -71,10 +77,10 @@ def test_the_hot_calls_reach_the_driver_with_their_arguments(stub_dir, mode):
     assert done.returncode == 0, done.stderr[-3000:]
     out = done.stdout.split("\n")
     want = "cuda.bindings._v2.driver" if mode == "v2" else "cuda.bindings.driver"
-    assert out[:6] == [f"bindings {want}", "failure 1", "current 0x5000", "ordinal 3",
-                       "refused True", ""], done.stdout
+    assert out[:8] == [f"bindings {want}", "failure 1", "current 0x5000", "ordinal 3",
+                       "refused True", "query True False", "refused True", ""], done.stdout
     calls = [line for line in done.stderr.split("\n")
-             if line.split(" ")[0] in ("launch", "record", "wait", "pointer")]
+             if line.split(" ")[0] in ("launch", "record", "wait", "pointer", "query")]
     assert calls == [
         "launch 0x11 4 1 1 256 1 1 64 0x22 0x1000 (nil)",
         "launch 0x11 57005 1 1 256 1 1 0 0x22 0x1000 (nil)",
@@ -82,4 +88,7 @@ def test_the_hot_calls_reach_the_driver_with_their_arguments(stub_dir, mode):
         "wait 0x6 0x7 0",
         "pointer 9 1000",
         "pointer 9 bad",
+        "query 0x22",
+        "query 0xb05",
+        "query 0xbad",
     ], done.stderr

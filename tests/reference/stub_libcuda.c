@@ -2,7 +2,9 @@
    hot calls of tenferro_cuda._driver_fast reach, each printing its arguments to stderr,
    and cuGetProcAddress resolving names to them (cuda.bindings looks every entry point up
    through it). A launch with gridDimX == 0xDEAD fails with CUDA_ERROR_INVALID_VALUE (1);
-   a pointer query of address 0xBAD with CUDA_ERROR_INVALID_VALUE as well. */
+   a pointer query of address 0xBAD with CUDA_ERROR_INVALID_VALUE as well; a stream query
+   of stream 0xB05 answers CUDA_ERROR_NOT_READY (600), of stream 0xBAD
+   CUDA_ERROR_INVALID_HANDLE (400). */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <stdint.h>
@@ -37,6 +39,13 @@ CUresult cuPointerGetAttribute(void *data, int attribute, unsigned long long add
     fprintf(stderr, "pointer %d %llx\n", attribute, address);
     if (address == 0xBAD) return 1;
     *(int *)data = 3;
+    return 0;
+}
+
+CUresult cuStreamQuery(void *stream) {
+    fprintf(stderr, "query %p\n", stream);
+    if (stream == (void *)0xB05) return 600;
+    if (stream == (void *)0xBAD) return 400;
     return 0;
 }
 
