@@ -117,17 +117,18 @@ class DeviceBuffer(Authority):
         self.owner = None
 
     def __del__(self) -> None:
-        # The hot case inline (a recycled small buffer dying on its own thread): this runs
-        # once per op output, so it avoids the calls of release/give_back/keep. ``lists``
-        # holds sizes up to RECYCLE_LIMIT only and is emptied when the pool closes (and
-        # set aside during a capture), so a list found here may take the pointer; it is
-        # no driver call, so it is also safe while the interpreter finalizes.
+        # release() inline for adopted memory and for a small buffer recycled on its own
+        # thread (once per op output): ``lists`` is emptied when the pool closes (set aside
+        # in a capture), so taking its pointer makes no driver call, safe at exit too.
         if self.home is None:
             return
         try:
+            if self.owner is not None:
+                self.home = self.owner = None
+                return
             arena = self.origin
             nbytes = self.nbytes
-            if self.owner is None and arena.thread == _get_ident():
+            if arena.thread == _get_ident():
                 lst = arena.lists.get(nbytes)
                 if lst is not None and arena.cached_bytes + nbytes <= RECYCLE_CACHE_BYTES \
                         and self.ptr:
@@ -136,10 +137,6 @@ class DeviceBuffer(Authority):
                     arena.cached_bytes += nbytes
                     arena.frees += 1
                     return
-            elif self.owner is not None:  # adopted memory: its owner lets go
-                self.home = None
-                self.owner = None
-                return
             self.release()
         except Exception:  # noqa: BLE001 - a finalizer must never raise
             pass
