@@ -99,10 +99,10 @@ def _version(max_version) -> tuple[int, int] | None:
     """The version of the versioned capsule to make for a ``max_version`` that is not one
     of the usual tuples (``_USUAL``), or None for a legacy one. A sequence of two
     integers (numpy's included); a string, a float or any other length is refused."""
-    if isinstance(max_version, (str, bytes)):
-        max_version = None  # (a string is a sequence: refused below)
     try:
-        major, minor = (operator.index(v) for v in max_version)  # type: ignore[union-attr]
+        if isinstance(max_version, (str, bytes)):  # (a sequence, but of characters)
+            raise TypeError
+        major, minor = (operator.index(v) for v in max_version)
     except (TypeError, ValueError):
         raise BufferError(f"__dlpack__: max_version must be (major, minor) "
                           f"(got {max_version!r})") from None

@@ -110,7 +110,7 @@ def consumer_stream(value: object, op: str, own=None):
     (the producer's CUstream) when the handle is its."""
     if value is None:
         return LEGACY_STREAM
-    handle = value if type(value) is int and value < ADDRESS_LIMIT else stream_value(value, op)
+    handle = stream_value(value, op)
     if handle > 0:
         if handle < 3:
             return _DEFAULT_STREAMS[handle]
@@ -281,9 +281,7 @@ def export_context(buffer, op: str) -> Any:
     """The ExecContext of ``buffer`` after checking its runtime is alive and enqueueing the
     calling thread's pending work on its stream; None for memory of no runtime (whose
     pool must not be closed)."""
-    arena = buffer.origin
-    hit = _by_arena.get(id(arena))
-    ctx = hit[1] if hit is not None and hit[0] is arena else owner_context(buffer)
+    ctx = owner_context(buffer)
     if ctx is None:
         home = buffer.pool if buffer.pool is not None else getattr(buffer.owner, "home", None)
         if home is not None and home.closed:
