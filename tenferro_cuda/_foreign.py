@@ -18,6 +18,12 @@ Guarantees (used by ``dlpack.py``, ``_dlpack_export.py``, ``cai.py`` and ``ops/i
   at most ``POOL_LIMIT`` idle events are kept). It never synchronizes the host. The
   context is made current around the calls when another one is (``order_current`` is
   the form for op bodies, where ours is current already).
+- ``order_if_busy`` (and ``order_current_if_busy``) is ``order`` after one
+  ``cuStreamQuery`` of ``producer``: nothing at all when it has finished the work enqueued
+  so far (``settled``). Only for producers that no graph capture of another library holds
+  where using them would not already be invalid: the session's own stream and the legacy
+  default stream (during a capture of a blocking stream any use of the legacy stream is
+  invalid, the event ``order`` records on it included).
 - ``release_when_idle(stream, fn, arg, home)`` calls ``fn(arg)`` (a foreign deleter, or
   dropping the last reference to a foreign array) only once ``stream`` has finished the
   work enqueued so far, so that the producer's allocator cannot hand the memory out while
@@ -49,6 +55,7 @@ from .exec import guard
 from .shapes import ADDRESS_LIMIT
 
 __all__ = ["stream_value", "stream_of", "consumer_stream", "order", "order_current",
+           "settled", "order_if_busy", "order_current_if_busy",
            "release_when_idle", "drain", "export_context", "owner_context", "copy_on",
            "LEGACY_STREAM", "PER_THREAD_STREAM", "events_created"]
 
@@ -156,6 +163,26 @@ def order_current(ctx: Any, waiter, producer) -> None:
 def order(ctx: Any, waiter, producer) -> None:
     """Make ``waiter`` wait for the work enqueued so far on ``producer`` (module doc)."""
     guard.call_current(ctx, order_current, ctx, waiter, producer)
+
+
+def settled(stream) -> bool:
+    """Whether ``stream`` has finished all the work enqueued on it so far (one
+    ``cuStreamQuery``); False while it has not, and when it cannot be asked."""
+    try:
+        return _driver_fast.stream_query(stream)
+    except Exception:  # noqa: BLE001 - e.g. no context current here: order as usual
+        return False
+
+
+def order_current_if_busy(ctx: Any, waiter, producer) -> None:
+    """``order_current`` unless ``producer`` has settled (module doc)."""
+    if not settled(producer):
+        order_current(ctx, waiter, producer)
+
+
+def order_if_busy(ctx: Any, waiter, producer) -> None:
+    """``order`` unless ``producer`` has settled (module doc)."""
+    guard.call_current(ctx, order_current_if_busy, ctx, waiter, producer)
 
 
 def copy_on(stream, dst: int, src: int, nbytes: int, op: str) -> None:
