@@ -57,7 +57,6 @@ _legacy_only: set[type] = set()  # producer types whose __dlpack__ takes stream=
 _no_sync_refused: set[type] = set()  # producer types whose __dlpack__ fails on stream=-1
 _order = _foreign.order_current
 _order_if_busy = _foreign.order_current_if_busy
-_LEGACY_STREAM = _foreign.LEGACY_STREAM
 _stream_of = _foreign.stream_of
 _drain = _foreign.drain
 _parked = _foreign._parked
@@ -130,7 +129,7 @@ def _wait_for(ctx: ExecContext, producer: int) -> None:
     """The session stream waits for ``producer`` (a handle; nothing for ours or -1, nor
     for the legacy default stream when it is idle)."""
     if producer == _LEGACY:
-        _order_if_busy(ctx, ctx.stream, _LEGACY_STREAM)
+        _order_if_busy(ctx, ctx.stream, _stream_of(_LEGACY))
     elif producer != _NO_SYNC and producer != int(ctx.stream):
         _order(ctx, ctx.stream, _stream_of(producer))
 
