@@ -4,7 +4,8 @@ An export to a consumer on another stream makes that stream wait for ours, unles
 ``cuStreamQuery`` finds ours idle. The release of a legacy-stream consumer, and an import
 whose producer wrote on the legacy stream, wait for the legacy stream unless it is idle.
 Here: no ordering where the stream is idle, ordering where it is busy (with the data
-checked behind a spin kernel), and the query made where no context is current.
+checked behind a spin kernel), and the query made where no context, or another
+library's context, is current (the stack is left as it was).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import threading
 
 import numpy as np
 import pytest
+from context_util import pop, push, stack
 from gpu_util import down, up
 
 from tenferro_cuda import _driver, _driver_fast
@@ -136,3 +138,54 @@ def test_an_import_from_the_busy_legacy_stream_waits_for_it(s, torch, orders, ho
     t = _take(s, y, how)
     assert orders == [(s.stream_handle, 1)]
     assert np.all(down(s, t) == 7)
+
+
+@pytest.mark.parametrize("busy", [False, True], ids=["idle", "busy"])
+def test_an_export_under_a_foreign_context_leaves_the_stack_and_orders_when_busy(
+        s, torch, orders, contexts, busy):
+    want = np.arange(N, dtype=np.float32)
+    src, dst = up(s, want), up(s, np.zeros_like(want))
+    s.synchronize()
+    if busy:
+        _spin_then_copy(s, dst, src)
+    else:
+        s.copy_read_into(src, dst)
+        s.synchronize()
+    _, foreign, _ = contexts
+    push(foreign)
+    try:
+        before = stack()
+        capsule = dst.__dlpack__(stream=1, max_version=(1, 0))
+        assert stack() == before
+    finally:
+        pop()
+    assert orders == ([(1, s.stream_handle)] if busy else [])
+    x = torch.from_dlpack(capsule)
+    np.testing.assert_array_equal(x.cpu().numpy(), want)
+
+
+def test_a_release_under_a_foreign_context_waits_for_our_legacy_stream(s, torch, orders,
+                                                                        contexts):
+    """The consumer lets go while another context is current: the legacy stream asked
+    and waited for is our context's (the one PyTorch's work is on), and the stack is left
+    as it was."""
+    want = np.arange(N, dtype=np.float32)
+    t = up(s, want)
+    s.synchronize()
+    x = torch.from_dlpack(t)
+    torch.cuda._sleep(SPIN_CYCLES)
+    y = x.clone()  # reads t behind the spin, on our context's legacy stream
+    _, foreign, _ = contexts
+    push(foreign)
+    try:
+        before = stack()
+        del x
+        assert stack() == before
+    finally:
+        pop()
+    assert orders == [(s.stream_handle, 1)]
+    s.copy_read_into(up(s, np.zeros(N, np.float32)), t)  # must land after the read
+    torch.cuda.synchronize()
+    s.synchronize()
+    np.testing.assert_array_equal(y.cpu().numpy(), want)
+    assert not down(s, t).any()
