@@ -20,10 +20,10 @@ Guarantees (used by ``dlpack.py``, ``_dlpack_export.py``, ``cai.py`` and ``ops/i
   the form for op bodies, where ours is current already).
 - ``order_if_busy`` (and ``order_current_if_busy``) is ``order`` after one
   ``cuStreamQuery`` of ``producer``: nothing at all when it has finished the work enqueued
-  so far (``settled``). Only for producers that no graph capture of another library holds
-  where using them would not already be invalid: the session's own stream and the legacy
-  default stream (during a capture of a blocking stream any use of the legacy stream is
-  invalid, the event ``order`` records on it included).
+  so far (``settled``). A query of a stream being captured ends the capture, so only two
+  streams are asked: the session's own (captured by the session alone, which refuses
+  interop meanwhile) and the legacy default stream (which cannot be captured; while a
+  blocking stream is, any use of it is invalid, the event ``order`` records included).
 - ``release_when_idle(stream, fn, arg, home)`` calls ``fn(arg)`` (a foreign deleter, or
   dropping the last reference to a foreign array) only once ``stream`` has finished the
   work enqueued so far, so that the producer's allocator cannot hand the memory out while
