@@ -8,8 +8,7 @@
 - ``stream=S`` is the consumer's stream (``_foreign.consumer_stream``: None/1 legacy
   default, 2 per-thread default, -1 none, a handle or a ``__cuda_stream__`` object; 0
   BufferError): S waits for the tensor's stream with one pooled event before the capsule
-  is returned; nothing when S is the tensor's own stream or -1, or when the tensor's
-  stream has finished all its work (one ``cuStreamQuery`` says so).
+  is returned; nothing when S is the tensor's own stream or -1.
 - ``dl_device`` other than ``(kDLCUDA, ordinal)`` raises BufferError (export never moves
   data between devices). ``copy=True`` makes a compact copy, on the thread that owns the
   tensor's stream: a dense tensor is copied by one memcpy enqueued on S after S waits
@@ -19,9 +18,8 @@
 - Each capsule's header, shape and strides are one block written by one ``struct`` call,
   kept with the tensor by ``_dlpack_slots`` until the consumer lets go (it calls the
   deleter) or the capsule dies unconsumed. When S was a default stream (1 or 2), the
-  deleter makes the tensor's stream wait for S before the tensor is let go (unless S is
-  the legacy stream and idle then), so that our later work on that memory (a write, or
-  a reuse after a free) comes after the consumer's;
+  deleter makes the tensor's stream wait for S before the tensor is let go, so that our
+  later work on that memory (a write, or a reuse after a free) comes after the consumer's;
   any other S may be destroyed by then, and its consumer must have finished with the
   memory, as PyTorch and CuPy require for memory they import: nothing is ordered, and the
   deleter is a C function that runs no Python.
@@ -85,12 +83,8 @@ def _release(tensor, consumer, ctx) -> None:
 
 
 def _order_after(ctx, tensor, consumer) -> None:
-    f = _foreign()
     try:
-        if consumer is f.LEGACY_STREAM:  # (nothing to wait for once it is idle)
-            f.order_if_busy(ctx, tensor.base.buffer.origin.stream, consumer)
-        else:  # (the per-thread stream: not queried, another library may capture it)
-            f.order(ctx, tensor.base.buffer.origin.stream, consumer)
+        _foreign().order(ctx, tensor.base.buffer.origin.stream, consumer)
     except Exception:  # noqa: BLE001 - runtime closed or context lost: nothing to order
         pass
 
@@ -171,8 +165,7 @@ def export_capsule(tensor, stream=None, max_version=None, dl_device=None, copy=N
         if ctx is None:
             raise RuntimeStateError("the tensor's memory belongs to no live runtime; "
                                     "nothing can order a consumer after it", op=op)
-        if not f.settled(own):  # (nothing to wait for once our stream is idle)
-            f.order(ctx, consumer, own)
+        f.order(ctx, consumer, own)
     shape, dtype = tensor.shape, tensor.dtype
     code, bits = _CODE_BITS[dtype]
     ptr = buf.ptr

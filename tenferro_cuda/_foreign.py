@@ -18,18 +18,17 @@ Guarantees (used by ``dlpack.py``, ``_dlpack_export.py``, ``cai.py`` and ``ops/i
   at most ``POOL_LIMIT`` idle events are kept). It never synchronizes the host. The
   context is made current around the calls when another one is (``order_current`` is
   the form for op bodies, where ours is current already).
-- ``order_if_busy`` (and ``order_current_if_busy``) is ``order`` after one
-  ``cuStreamQuery`` of ``producer``: nothing at all when it has finished the work enqueued
-  so far (``settled``). A query of a stream being captured ends the capture, so only two
-  streams are asked: the session's own (captured by the session alone, which refuses
-  interop meanwhile) and the legacy default stream (which cannot be captured; while a
-  blocking stream is, any use of it is invalid, the event ``order`` records included).
 - ``release_when_idle(stream, fn, arg, home)`` calls ``fn(arg)`` (a foreign deleter, or
   dropping the last reference to a foreign array) only once ``stream`` has finished the
   work enqueued so far, so that the producer's allocator cannot hand the memory out while
   our kernels still read it. It never blocks: at once when the stream is idle (one
   ``cuStreamQuery``), otherwise at the next interop call that finds it idle (one query
   per stream for all that wait on it), at the latest at interpreter exit. Never raises.
+  While another library captures a graph in global mode (PyTorch's default), CUDA
+  refuses stream queries from every thread and invalidates that capture; the release
+  then counts the stream as busy and waits for a later drain, never releasing early.
+  (The export and the ordering of imports use no query: an event record and a wait are
+  allowed during such a capture.)
 - A *home* owns a stream: a ``CudaRuntime`` or its ``MemoryPool``, both with ``.context``
   and ``.closed``. A closed home's streams are destroyed (synchronized first), so they
   are never touched again: idle by definition.
@@ -55,11 +54,11 @@ from .exec import guard
 from .shapes import ADDRESS_LIMIT
 
 __all__ = ["stream_value", "stream_of", "consumer_stream", "order", "order_current",
-           "settled", "order_if_busy", "order_current_if_busy",
            "release_when_idle", "drain", "export_context", "owner_context", "copy_on",
            "LEGACY_STREAM", "PER_THREAD_STREAM", "events_created"]
 
 POOL_LIMIT = 8  # idle events kept per context
+_CAPTURE_ERRORS = range(900, 909)  # CUDA_ERROR_STREAM_CAPTURE_* and CAPTURED_EVENT
 LEGACY_STREAM = _driver.stream_handle(1)
 PER_THREAD_STREAM = _driver.stream_handle(2)
 _DEFAULT_STREAMS = (None, LEGACY_STREAM, PER_THREAD_STREAM)
@@ -165,26 +164,6 @@ def order(ctx: Any, waiter, producer) -> None:
     guard.call_current(ctx, order_current, ctx, waiter, producer)
 
 
-def settled(stream) -> bool:
-    """Whether ``stream`` has finished all the work enqueued on it so far (one
-    ``cuStreamQuery``); False while it has not, and when it cannot be asked."""
-    try:
-        return _driver_fast.stream_query(stream)
-    except Exception:  # noqa: BLE001 - e.g. no context current here: order as usual
-        return False
-
-
-def order_current_if_busy(ctx: Any, waiter, producer) -> None:
-    """``order_current`` unless ``producer`` has settled (module doc)."""
-    if not settled(producer):
-        order_current(ctx, waiter, producer)
-
-
-def order_if_busy(ctx: Any, waiter, producer) -> None:
-    """``order`` unless ``producer`` has settled (module doc)."""
-    guard.call_current(ctx, order_current_if_busy, ctx, waiter, producer)
-
-
 def copy_on(stream, dst: int, src: int, nbytes: int, op: str) -> None:
     """Enqueue a device-to-device copy of ``nbytes`` on ``stream`` (another library's)."""
     _driver_memory.memcpy_dtod_async(dst, src, nbytes, stream, op)
@@ -192,21 +171,29 @@ def copy_on(stream, dst: int, src: int, nbytes: int, op: str) -> None:
 
 # --- deferred release ----------------------------------------------------------------------
 
+def _refused_by_capture(exc: Exception) -> bool:
+    """Whether a query failed because a graph capture forbids it (another library's
+    capture in global mode, on any thread): the stream may well still be busy."""
+    return getattr(exc.__cause__, "code", None) in _CAPTURE_ERRORS
+
+
 def _idle(stream, home) -> bool:
-    """True when ``stream`` has no pending work (or cannot be asked any more)."""
+    """True when ``stream`` has no pending work (or cannot be asked any more); False
+    while a graph capture forbids the question (asked again at the next drain)."""
     if home is not None and home.closed:
         return True
     try:
         return _driver_fast.stream_query(stream)
-    except Exception:  # noqa: BLE001 - e.g. no current context on this thread
-        pass
+    except Exception as exc:  # noqa: BLE001 - e.g. no current context on this thread
+        if _refused_by_capture(exc):
+            return False
     if home is None:
         return True
     try:
         with guard.within(home.context, int(home.context)):
             return _driver_fast.stream_query(stream)
-    except Exception:  # noqa: BLE001 - a lost context: nothing to wait for
-        return True
+    except Exception as exc:  # noqa: BLE001 - a lost context: nothing to wait for
+        return not _refused_by_capture(exc)
 
 
 def _run(fn: Callable[[Any], object], arg: Any) -> None:

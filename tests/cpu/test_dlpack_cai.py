@@ -248,6 +248,27 @@ def test_release_waits_for_busy_stream(monkeypatch):
     assert released == [1, 2] and _foreign.parked_count() == 0
 
 
+@pytest.mark.parametrize("code", [900, 901, 906, 908])
+def test_a_query_refused_by_a_capture_keeps_the_release_waiting(monkeypatch, code):
+    """Another library captures a graph in global mode: CUDA refuses the query (a
+    CUDA_ERROR_STREAM_CAPTURE_* status). The stream may be busy, so the release waits
+    for a later drain instead of running at once (the memory is never let go early)."""
+    refused = {"value": True}
+
+    def query(stream):
+        if refused["value"]:
+            raise _driver.error_for("cuStreamQuery", code)
+        return True
+
+    monkeypatch.setattr(_driver_fast, "stream_query", query)
+    released = []
+    _foreign.release_when_idle(_driver.stream_handle(FAKE_STREAM), released.append, 1)
+    assert released == [] and _foreign.parked_count() == 1
+    refused["value"] = False  # the capture ended
+    _foreign.drain()
+    assert released == [1] and _foreign.parked_count() == 0
+
+
 def test_foreign_owner_waits_for_its_stream(monkeypatch):
     """A ForeignOwner's deleter runs only once our stream is idle, and exactly once."""
     idle = {"value": False}

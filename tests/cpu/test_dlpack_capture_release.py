@@ -32,20 +32,12 @@ def _tensor_and_ctx(capturing: bool):
     return t, ctx
 
 
-def _record_orders(monkeypatch) -> list:
-    """The orders asked for, whether or not after a query (a legacy consumer's release
-    asks ``order_if_busy``)."""
-    calls: list = []
-    for name in ("order", "order_if_busy"):
-        monkeypatch.setattr(_foreign, name, lambda ctx, waiter, producer:
-                            calls.append((int(waiter), int(producer))))
-    return calls
-
-
 @pytest.mark.parametrize("where", ["same thread", "another thread"])
 def test_a_deleter_during_a_capture_enqueues_no_wait_on_the_capturing_stream(monkeypatch,
                                                                              where):
-    calls = _record_orders(monkeypatch)
+    calls = []
+    monkeypatch.setattr(_foreign, "order", lambda ctx, waiter, producer:
+                        calls.append((int(waiter), int(producer))))
     t, ctx = _tensor_and_ctx(capturing=True)
     args = (t, _foreign.LEGACY_STREAM, ctx)  # what the deleter's release is given
     if where == "same thread":
@@ -66,7 +58,9 @@ def test_a_deleter_during_a_capture_enqueues_no_wait_on_the_capturing_stream(mon
 
 def test_a_deleter_outside_a_capture_orders_the_stream(monkeypatch):
     """What holds: eagerly, our stream waits for the consumer's default stream."""
-    calls = _record_orders(monkeypatch)
+    calls = []
+    monkeypatch.setattr(_foreign, "order", lambda ctx, waiter, producer:
+                        calls.append((int(waiter), int(producer))))
     t, ctx = _tensor_and_ctx(capturing=False)
     _dlpack_export._release(t, _foreign.LEGACY_STREAM, ctx)
     assert calls == [(STREAM, 1)]

@@ -63,38 +63,6 @@ def test_export_stream_orders_the_consumer(fx, stream, waiter, back):
     assert live_exports(t) == 0
 
 
-@pytest.mark.parametrize("stream,waiter,back", [r[1:] for r in STREAM_ROWS],
-                         ids=[r[0] for r in STREAM_ROWS])
-def test_export_orders_nothing_after_an_idle_stream(fx, stream, waiter, back):
-    """Our stream idle at export: the consumer has nothing to wait for. The legacy stream
-    idle at release: nor has our stream. The per-thread stream is never asked (another
-    library may be capturing it, where a query would end the capture): it is ordered."""
-    fx.idle |= {OUR_STREAM, 1, 2}
-    t = fx.tensor(np.arange(12.0).reshape(3, 4))
-    kwargs = {} if stream is None and waiter == 1 else {"stream": stream}
-    capsule = t.__dlpack__(max_version=(1, 0), **kwargs)
-    assert fx.orders == [] and fx.made == 0
-    assert fx.queries == ([] if waiter is None else [OUR_STREAM])
-    info, owner = _consume(capsule)
-    del owner
-    gc.collect()
-    assert fx.orders == ([(OUR_STREAM, 2)] if waiter == 2 else [])
-    assert fx.queries[1:] == ([1] if waiter == 1 else [])
-    assert live_exports(t) == 0
-
-
-def test_export_orders_after_a_busy_stream(fx):
-    """A query that says busy orders, both at export and at a legacy consumer's release."""
-    fx.busy |= {OUR_STREAM, 1}
-    t = fx.tensor(np.arange(4.0))
-    info, owner = _consume(t.__dlpack__(stream=1, max_version=(1, 0)))
-    assert fx.orders == [(1, OUR_STREAM)]
-    del owner
-    gc.collect()
-    assert fx.orders == [(1, OUR_STREAM), (OUR_STREAM, 1)] and fx.queries == [OUR_STREAM, 1]
-    assert live_exports(t) == 0
-
-
 BAD_STREAMS = [
     ("zero", 0, BufferError, "ambiguous"),
     ("minus-two", -2, BufferError, "not allowed"),

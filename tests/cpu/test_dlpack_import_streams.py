@@ -216,19 +216,6 @@ def test_cai_import_streams(fx, entry, stream, orders):
     assert fx.orders == orders and t.data_ptr() == array.ctypes.data and fx.made <= 1
 
 
-@pytest.mark.parametrize("entry,idle,orders", [
-    (1, True, []), (1, False, [(OUR_STREAM, 1)]), (0x77, True, [(OUR_STREAM, 0x77)])],
-    ids=["legacy-idle", "legacy-busy", "side-stream-never-asked"])
-def test_cai_import_asks_only_the_legacy_stream_whether_it_is_idle(fx, entry, idle, orders):
-    """An idle legacy stream is not waited for; any other stream is ordered without being
-    asked (another library may be capturing it, where a query would end the capture)."""
-    (fx.idle if idle else fx.busy).add(entry)
-    array = np.arange(6.0).reshape(2, 3)
-    t = interop.from_cuda_array_interface(fx, _iface(array, stream=entry))
-    assert fx.orders == orders and fx.queries == ([1] if entry == 1 else [])
-    assert t.data_ptr() == array.ctypes.data
-
-
 # --- the stream protocol ----------------------------------------------------------------
 
 @pytest.mark.parametrize("value,handle", [(5, 5), (StreamObject(0xAB), 0xAB),

@@ -83,12 +83,6 @@ def test_torch_is_asked_with_minus_one_and_its_stream_is_waited_for(fx, monkeypa
     assert fx.made <= 1
 
 
-def test_an_idle_legacy_stream_is_not_waited_for(fx, monkeypatch):
-    fx.idle.add(1)
-    p = _import(fx, monkeypatch, _torch(0))
-    assert p.asked == [-1] and fx.orders == [] and fx.queries[:1] == [1] and fx.made == 0
-
-
 @pytest.mark.parametrize("torch", [
     _torch(version="2.3.1"), _torch(probe=False), _torch(RuntimeError("no CUDA")),
     _torch(hip="6.2"), _torch(version="unknown"),

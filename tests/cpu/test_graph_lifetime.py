@@ -225,7 +225,6 @@ def test_a_held_block_is_given_back_after_the_consumer_stream_is_waited_for(driv
             calls.append(("order", ctx.home.lists.get(4096, []).copy()))
 
     monkeypatch.setattr(_foreign, "order", order)
-    monkeypatch.setattr(_foreign, "order_if_busy", order)  # (the legacy stream's release)
     # a capsule whose deleter orders our stream after the default stream
     capsule = y.__dlpack__(stream=1, max_version=(1, 0))
     owner = dlpack.consume(capsule, dlpack.parse_capsule(capsule))

@@ -6,11 +6,8 @@
   The driver calls the interop code makes are recorded instead: ``orders`` holds
   ``(waiter, producer)`` handle pairs (``_driver_fast.order``), ``copies`` the copies
   on other streams (``_foreign.copy_on``, done with memmove), ``launches`` the kernel
-  launches; ``events`` counts the events made and destroyed; ``queries`` holds the
-  stream handles asked with ``_driver_fast.stream_query``, which answers True for those in
-  ``idle``, False for those in ``busy`` and raises (as with no driver) for any other.
-  The thread's context stack is ``reference/fake_ctx_stack.py``'s model (``model``), with
-  our context on top.
+  launches; ``events`` counts the events made and destroyed. The thread's context stack
+  is ``reference/fake_ctx_stack.py``'s model (``model``), with our context on top.
 - ``Producer``: a DLPack producer over host memory that builds capsules by hand (any
   dtype code, flags, byte_offset, version, legacy or versioned) and counts its deleter
   calls; ``asked`` records the ``stream=`` of each ``__dlpack__`` call.
@@ -60,13 +57,9 @@ class Interop:
         self.orders: list[tuple[int, int]] = []
         self.copies: list[tuple[int, int, int, int]] = []
         self.launches: list[tuple] = []
-        self.queries: list[int] = []
-        self.idle: set[int] = set()
-        self.busy: set[int] = set()
         self.made = self.destroyed = 0
         monkeypatch.setitem(_foreign._by_arena, id(self.home), (self.home, self))
         monkeypatch.setattr(_driver_fast, "order", self._order)
-        monkeypatch.setattr(_driver_fast, "stream_query", self._query)
         monkeypatch.setattr(_driver, "event_create", self._event)
         monkeypatch.setattr(_driver, "event_destroy", self._destroy)
         monkeypatch.setattr(_foreign, "copy_on", self._copy_on)
@@ -75,14 +68,6 @@ class Interop:
     def _order(self, event, producer, waiter) -> None:
         assert event is not None
         self.orders.append((int(waiter), int(producer)))
-
-    def _query(self, stream) -> bool:
-        self.queries.append(int(stream))
-        if int(stream) in self.idle:
-            return True
-        if int(stream) in self.busy:
-            return False
-        raise RuntimeError("fake: the driver cannot be asked")
 
     def _event(self, timing: bool = False):
         self.made += 1

@@ -9,8 +9,7 @@ exactly once; ``cai.HeldProducer`` holds the exporting object), carries the read
 (``shapes/aliasing.check_writable``) and lets go only when the session stream has finished
 the work enqueued so far (``_foreign.release_when_idle``).
 
-Stream order, without a host wait, one pooled event at most (``_foreign.order``; none
-when the producer's stream is the legacy default stream and a query finds it idle):
+Stream order, without a host wait, one pooled event at most (``_foreign.order``):
 - ``stream=None``, DLPack: the producer is asked with ``__dlpack__(stream=1)`` -- the
   cheapest request, free for a producer whose work is on the legacy default stream --
   and the session stream then waits for stream 1. A PyTorch tensor is asked with
@@ -56,7 +55,6 @@ _NO_SYNC = -1
 _legacy_only: set[type] = set()  # producer types whose __dlpack__ takes stream= alone
 _no_sync_refused: set[type] = set()  # producer types whose __dlpack__ fails on stream=-1
 _order = _foreign.order_current
-_order_if_busy = _foreign.order_current_if_busy
 _stream_of = _foreign.stream_of
 _drain = _foreign.drain
 _parked = _foreign._parked
@@ -126,11 +124,8 @@ def _source(ctx: ExecContext, stream: object, op: str) -> int | None:
 
 
 def _wait_for(ctx: ExecContext, producer: int) -> None:
-    """The session stream waits for ``producer`` (a handle; nothing for ours or -1, nor
-    for the legacy default stream when it is idle)."""
-    if producer == _LEGACY:
-        _order_if_busy(ctx, ctx.stream, _stream_of(_LEGACY))
-    elif producer != _NO_SYNC and producer != int(ctx.stream):
+    """The session stream waits for ``producer`` (a handle; nothing for ours or -1)."""
+    if producer != _NO_SYNC and producer != int(ctx.stream):
         _order(ctx, ctx.stream, _stream_of(producer))
 
 
