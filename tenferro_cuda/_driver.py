@@ -30,6 +30,9 @@ OUT_OF_MEMORY = int(_d.CUresult.CUDA_ERROR_OUT_OF_MEMORY)
 STICKY_CODES = frozenset({700, 702, 714, 715, 716, 717, 718, 719})
 # Codes that mean the environment lacks a driver or a device.
 ENVIRONMENT_CODES = frozenset({3, 4, 34, 46, 100, 101, 803, 804})
+# Codes of a call that a stream capture refused (CUDA_ERROR_STREAM_CAPTURE_* and
+# CUDA_ERROR_CAPTURED_EVENT): the call may be fine outside the capture.
+CAPTURE_CODES = frozenset(range(900, 909))
 LOST_MESSAGE = "the device context is lost and the process must restart to use this GPU"
 
 lost_contexts: set[int] = set()  # int(CUcontext) of contexts hit by a sticky error
@@ -47,6 +50,11 @@ def status_name(code: int) -> str:
         return _d.CUresult(code).name
     except ValueError:
         return f"CUresult({code})"
+
+
+def refused_by_capture(exc: BaseException) -> bool:
+    """Whether ``exc`` (raised by a checked call) is a refusal by a stream capture."""
+    return getattr(exc.__cause__, "code", None) in CAPTURE_CODES
 
 
 def error_for(api: str, code: int, op: str = "", nbytes: int = 0) -> Exception:

@@ -58,7 +58,6 @@ __all__ = ["stream_value", "stream_of", "consumer_stream", "order", "order_curre
            "LEGACY_STREAM", "PER_THREAD_STREAM", "events_created"]
 
 POOL_LIMIT = 8  # idle events kept per context
-_CAPTURE_ERRORS = range(900, 909)  # CUDA_ERROR_STREAM_CAPTURE_* and CAPTURED_EVENT
 LEGACY_STREAM = _driver.stream_handle(1)
 PER_THREAD_STREAM = _driver.stream_handle(2)
 _DEFAULT_STREAMS = (None, LEGACY_STREAM, PER_THREAD_STREAM)
@@ -171,10 +170,9 @@ def copy_on(stream, dst: int, src: int, nbytes: int, op: str) -> None:
 
 # --- deferred release ----------------------------------------------------------------------
 
-def _refused_by_capture(exc: Exception) -> bool:
-    """Whether a query failed because a graph capture forbids it (another library's
-    capture in global mode, on any thread): the stream may well still be busy."""
-    return getattr(exc.__cause__, "code", None) in _CAPTURE_ERRORS
+# a query a graph capture refused (another library's capture in global mode, on any
+# thread): the stream may well still be busy
+_refused_by_capture = _driver.refused_by_capture
 
 
 def _idle(stream, home) -> bool:

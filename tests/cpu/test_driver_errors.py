@@ -119,6 +119,18 @@ def test_sticky_codes_table():
     assert set(STICKY) == _driver.STICKY_CODES
 
 
+def test_capture_refusals_are_told_apart():
+    """The names of 900-908 are the capture statuses; a refusal is read off the error a
+    checked call raises, through its cause, and nothing else reads as one."""
+    for code in range(900, 909):
+        name = _driver.status_name(code)
+        assert "CAPTURE" in name or name == "CUDA_ERROR_CAPTURED_EVENT", name
+        assert _driver.refused_by_capture(_driver.error_for("cuStreamQuery", code))
+    for code in (0, 1, 400, 600, 700, 899, 909, 999):
+        assert not _driver.refused_by_capture(_driver.error_for("cuStreamQuery", code))
+    assert not _driver.refused_by_capture(RuntimeError("no cause"))
+
+
 @pytest.mark.parametrize("nbytes", [0, 1, 1 << 34])
 def test_out_of_memory_keeps_requested_bytes(nbytes):
     err = _driver.error_for(API, 2, op="alloc", nbytes=nbytes)
