@@ -18,7 +18,8 @@ otherwise, or with ``TENFERRO_CUDA_DRIVER_BINDINGS=legacy`` in the environment, 
   an int). Used by ``kernels/launch.py`` alone, which turns a failure into the typed
   error.
 - ``current()``: the calling thread's current context as an int, 0 when none; raises
-  ``Failure``.
+  ``Failure``. ``current_id()`` is the same call raising the typed error (what the
+  context guard asks before and after other libraries' code and around an ordering).
 - ``order(event, producer, waiter)``: ``event`` recorded on ``producer``, then waited on
   by ``waiter`` (ints or the binding's handle objects); raises the typed error.
 - ``pointer_ordinal(address)``: the device ordinal of a device address (what an import
@@ -38,8 +39,8 @@ from cuda.bindings import driver as _d
 from . import _driver
 from ._driver import _fail
 
-__all__ = ["BINDINGS", "Failure", "handle", "launch", "current", "order", "pointer_ordinal",
-           "stream_query"]
+__all__ = ["BINDINGS", "Failure", "handle", "launch", "current", "current_id", "order",
+           "pointer_ordinal", "stream_query"]
 
 # The calls this module takes from the _v2 module (all must be there to use it).
 V2_CALLS = ("launch_kernel", "ctx_get_current", "event_record", "stream_wait_event",
@@ -118,6 +119,12 @@ if _v2 is not None:
     current = _v2.ctx_get_current
     _record, _wait = _v2.event_record, _v2.stream_wait_event
 
+    def current_id() -> int:
+        try:
+            return current()
+        except Failure as exc:
+            return _fail("cuCtxGetCurrent", exc.status)  # type: ignore[attr-defined]
+
     def order(event: Any, producer: Any, waiter: Any) -> None:
         event = int(event)
         try:
@@ -153,6 +160,7 @@ else:
     handle = _same
     launch = _legacy_launch
     current = _legacy_current
+    current_id = _driver.current_context_id
     order = _legacy_order
     pointer_ordinal = _legacy_pointer_ordinal
     stream_query = _legacy_stream_query

@@ -11,7 +11,8 @@ tests: ``cuCtxGetCurrent``, ``cuCtxPushCurrent``, ``cuCtxPopCurrent`` and
 
 Contexts are ints (``Ctx`` wraps one so that ``int(ctx)`` works as for ``CUcontext``).
 ``install(monkeypatch)`` puts the model under ``tenferro_cuda._driver`` (the raw
-bindings module and its checked wrappers), so ``exec/guard.py`` runs unchanged over it;
+bindings module and its checked wrappers) and makes the guard's ``current_id`` ask it
+(the guard asks the faster binding otherwise), so ``exec/guard.py`` runs unchanged over it;
 any other name of the bindings module (a type) is the real one.
 ``refuse`` holds contexts whose push fails, ``refuse_pop`` those whose pop fails (a driver
 error), to test rollbacks. ``FakeRuntime`` and ``use_runtime`` open sessions over the model
@@ -24,6 +25,7 @@ import threading
 from types import SimpleNamespace
 
 from tenferro_cuda import _driver
+from tenferro_cuda.exec import guard
 
 SUCCESS = 0
 INVALID_VALUE = 1
@@ -110,6 +112,8 @@ def install(monkeypatch) -> ContextStacks:
         return call
 
     monkeypatch.setattr(_driver, "_d", model)
+    # the guard's question, asked through the legacy module (now the model)
+    monkeypatch.setattr(guard, "current_id", _driver.current_context_id)
     for name, api in (("ctx_get_current", "cuCtxGetCurrent"), ("ctx_push", "cuCtxPushCurrent"),
                       ("ctx_pop", "cuCtxPopCurrent"), ("ctx_set_current", "cuCtxSetCurrent")):
         monkeypatch.setattr(_driver, name, checked(api))
