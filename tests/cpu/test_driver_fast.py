@@ -245,3 +245,31 @@ def test_v2_pointer_ordinal_asks_for_the_device_ordinal(monkeypatch):
     monkeypatch.setattr(_driver_fast, "_attribute", refuse)
     with pytest.raises(BackendSourceError, match="cuPointerGetAttribute"):
         _driver_fast.pointer_ordinal(0x7000)
+
+
+@pytest.mark.skipif(not _has_v2(), reason="cuda.bindings._v2 is not installed")
+def test_v2_current_id_gives_the_context_or_a_typed_error(monkeypatch):
+    """The guard's question: the current context as an int, and a failed call as the
+    typed error that names the API (a sticky status marks the context lost)."""
+    from tenferro_cuda.exec import guard
+
+    # (an earlier test reloads _driver_fast: compare by name, not identity)
+    assert (guard.current_id.__module__, guard.current_id.__name__) == \
+        (_driver_fast.__name__, "current_id")
+    monkeypatch.setattr(_driver_fast, "current", lambda: 0x5000)
+    assert _driver_fast.current_id() == 0x5000
+    monkeypatch.setattr(_driver_fast, "current", lambda: 0)
+    assert _driver_fast.current_id() == 0
+
+    def fails(status):
+        def call():
+            raise _driver_fast.Failure(status)
+        return call
+
+    monkeypatch.setattr(_driver_fast, "current", fails(201))  # CUDA_ERROR_INVALID_CONTEXT
+    with pytest.raises(BackendSourceError, match="cuCtxGetCurrent"):
+        _driver_fast.current_id()
+    monkeypatch.setattr(_driver_fast._driver, "_mark_current_lost", lambda: None)
+    monkeypatch.setattr(_driver_fast, "current", fails(700))  # CUDA_ERROR_ILLEGAL_ADDRESS
+    with pytest.raises(ContextLostError):
+        _driver_fast.current_id()
