@@ -150,7 +150,10 @@ def export_capsule(tensor, stream=None, max_version=None, dl_device=None, copy=N
         raise BufferError(f"__dlpack__: copy must be True, False or None (got {copy!r})")
     f = _f or _foreign()
     own = buf.origin.stream
-    consumer = f.consumer_stream(stream, op, own)
+    if type(stream) is int and (stream == -1 or stream > 2 and stream == int(own)):
+        consumer = None if stream == -1 else own  # (consumer_stream's answer, sooner)
+    else:
+        consumer = f.consumer_stream(stream, op, own)
     owner = buf.owner
     readonly = owner is not None and getattr(owner, "readonly", False) is True
     if readonly and version is None and not copy:

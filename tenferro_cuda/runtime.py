@@ -133,12 +133,14 @@ class CudaRuntime(Authority):
 
     # --- state checks ------------------------------------------------------------------
     def check_alive(self, op: str = "") -> None:
-        if os.getpid() != self.pid:
-            raise RuntimeStateError(
-                f"the runtime of device {self.ordinal} was initialised in process {self.pid} "
-                f"and cannot be used after fork(); start CUDA work in the child instead",
-                op=op)
+        # (a forked child's runtimes are closed by the fork hook below, so the process id
+        # is asked only on the way to an error)
         if self.closed:
+            if os.getpid() != self.pid:
+                raise RuntimeStateError(
+                    f"the runtime of device {self.ordinal} was initialised in process "
+                    f"{self.pid} and cannot be used after fork(); start CUDA work in the "
+                    f"child instead", op=op)
             raise RuntimeStateError(f"the runtime of device {self.ordinal} is closed", op=op)
         if self.context_id in _driver.lost_contexts:
             raise ContextLostError(

@@ -39,3 +39,19 @@ def test_a_child_of_a_process_without_cuda_is_free(monkeypatch):
     monkeypatch.setattr(runtime_module, "_forked_from", None)
     runtime_module._after_fork_in_child()
     assert runtime_module._forked_from is None
+
+
+def test_an_inherited_runtime_names_the_fork_and_a_closed_one_says_closed(inherited):
+    """``check_alive`` asks the process id only once the runtime is closed: the fork
+    hook closes what the child inherits, so the child still hears about the fork."""
+    import os
+
+    rt, _ = inherited
+    rt.ordinal, rt.context_id = 0, 0x5000
+    CudaRuntime.check_alive(rt, "add")  # (this process, open: nothing to say)
+    runtime_module._after_fork_in_child()
+    with pytest.raises(RuntimeStateError, match=r"process 4242 .*after fork\(\)"):
+        CudaRuntime.check_alive(rt, "add")
+    rt.pid = os.getpid()
+    with pytest.raises(RuntimeStateError, match="is closed"):
+        CudaRuntime.check_alive(rt, "add")
