@@ -66,7 +66,8 @@ _DEFAULT_STREAMS = (None, LEGACY_STREAM, PER_THREAD_STREAM)
 # from finalizers, which the garbage collector may start inside any allocation -- also
 # inside a drain on the same thread -- so a lock here could deadlock its own thread. Each
 # entry is taken with one atomic popleft, by exactly one drain, and run at most once.
-_parked: deque[tuple[Any, Callable[[Any], object], Any, Any]] = deque()
+Release = tuple[Any, Callable[[Any], object] | None, Any, Any]  # (stream, fn, arg, home)
+_parked: deque[Release] = deque()
 _atexit_registered = False
 _created = [0]  # events made by the pools (tests: steady state makes none)
 _finalizing = sys.is_finalizing
@@ -194,15 +195,18 @@ def _idle(stream, home) -> bool:
         return not _refused_by_capture(exc)
 
 
-def _run(fn: Callable[[Any], object], arg: Any) -> None:
+def _run(fn: Callable[[Any], object] | None, arg: Any) -> None:
     try:
-        fn(arg)
+        if fn is not None:
+            fn(arg)
     except Exception as exc:  # noqa: BLE001 - a release path never raises
         print(f"tenferro_cuda: releasing foreign memory failed: {exc!r}", file=sys.stderr)
 
 
-def release_when_idle(stream, fn: Callable[[Any], object], arg: Any = None, home=None) -> None:
-    """Call ``fn(arg)`` once ``stream`` is idle (at once if it is); never blocks or raises."""
+def release_when_idle(stream, fn: Callable[[Any], object] | None, arg: Any = None,
+                      home=None) -> None:
+    """Call ``fn(arg)`` once ``stream`` is idle (at once if it is); never blocks or raises.
+    ``fn`` None: only ``arg`` is let go then (the last reference to a foreign array)."""
     global _atexit_registered
     try:
         if _finalizing():
@@ -218,7 +222,8 @@ def release_when_idle(stream, fn: Callable[[Any], object], arg: Any = None, home
     except Exception as exc:  # noqa: BLE001 - called from finalizers
         print(f"tenferro_cuda: deferring a foreign release failed: {exc!r}", file=sys.stderr)
         return
-    _run(fn, arg)
+    if fn is not None:
+        _run(fn, arg)
 
 
 def drain() -> None:
@@ -226,8 +231,8 @@ def drain() -> None:
     to re-enter (a release it runs may drop the last reference to another foreign array)
     and to run on several threads: every entry is taken by one drain only."""
     idle: dict[int, bool] = {}
-    waiting: list[tuple[Any, Callable[[Any], object], Any, Any]] = []
-    ready: list[tuple[Any, Callable[[Any], object], Any, Any]] = []
+    waiting: list[Release] = []
+    ready: list[Release] = []
     for _ in range(len(_parked)):
         try:
             entry = _parked.popleft()

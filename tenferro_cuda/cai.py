@@ -255,13 +255,10 @@ class HeldProducer(Authority):
         if obj is None:
             return
         try:
-            (_dl._release or release_function())(self.stream, _drop, obj, self.home)
+            # (no function: the producer goes with the release's last reference to it)
+            (_dl._release or release_function())(self.stream, None, obj, self.home)
         except Exception:  # noqa: BLE001 - a finalizer never raises
             pass
-
-
-def _drop(obj: object) -> None:
-    """The release of a held producer: its last reference goes with the call's argument."""
 
 
 install_export(interface=export_interface)

@@ -156,7 +156,7 @@ def from_dlpack(ctx: ExecContext, obj: object, stream: object = None) -> Tensor 
     if _parked:
         _drain()
     source = None if stream is None else _source(ctx, stream, op)
-    if _is_ours(ctx, obj):
+    if isinstance(obj, _Strided) and _is_ours(ctx, obj):
         return _same_memory(ctx, obj, source)  # type: ignore[arg-type]
     if type(obj) is CAPSULE_TYPE:
         capsule, wait = obj, source
@@ -205,7 +205,7 @@ def from_cuda_array_interface(ctx: ExecContext, obj: object,
     if _parked:
         _drain()
     source = None if stream is None else _source(ctx, stream, op)
-    if _is_ours(ctx, obj):
+    if isinstance(obj, _Strided) and _is_ours(ctx, obj):
         return _same_memory(ctx, obj, source)  # type: ignore[arg-type]
     if type(obj) is dict:
         iface = obj
