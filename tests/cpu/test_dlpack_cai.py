@@ -248,6 +248,31 @@ def test_release_waits_for_busy_stream(monkeypatch):
     assert released == [1, 2] and _foreign.parked_count() == 0
 
 
+def test_a_held_producer_goes_only_when_the_stream_is_idle(monkeypatch):
+    """A CAI producer's release has no function of its own: the producer object is the
+    release's argument, kept while the stream is busy (parked) and let go by the drain
+    that finds it idle."""
+
+    class Producer:
+        pass
+
+    idle = {"value": False}
+    monkeypatch.setattr(_driver_fast, "stream_query", lambda stream: idle["value"])
+    producer = Producer()
+    gone = weakref.ref(producer)
+    held = cai.HeldProducer(producer, _driver.stream_handle(FAKE_STREAM))
+    del producer
+    held.__del__()  # (what dropping the adopted tensor's last reference runs)
+    gc.collect()
+    assert gone() is not None and _foreign.parked_count() == 1
+    idle["value"] = True
+    _foreign.drain()
+    gc.collect()
+    assert gone() is None and _foreign.parked_count() == 0
+    held.__del__()  # a second call lets nothing go twice
+    assert _foreign.parked_count() == 0
+
+
 @pytest.mark.parametrize("code", [900, 901, 906, 908])
 def test_a_query_refused_by_a_capture_keeps_the_release_waiting(monkeypatch, code):
     """Another library captures a graph in global mode: CUDA refuses the query (a
