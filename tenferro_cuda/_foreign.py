@@ -22,8 +22,9 @@ Guarantees (used by ``dlpack.py``, ``_dlpack_export.py``, ``cai.py`` and ``ops/i
   dropping the last reference to a foreign array) only once ``stream`` has finished the
   work enqueued so far, so that the producer's allocator cannot hand the memory out while
   our kernels still read it. It never blocks: at once when the stream is idle (one
-  ``cuStreamQuery``), otherwise at the next interop call that finds it idle (one query
-  per stream for all that wait on it), at the latest at interpreter exit. Never raises.
+  ``cuStreamQuery``), otherwise at the next interop call or session ``synchronize()``
+  that finds it idle (one query per stream for all that wait on it), at the latest at
+  interpreter exit. Never raises.
   While another library captures a graph in global mode (PyTorch's default), CUDA
   refuses stream queries from every thread and invalidates that capture; the release
   then counts the stream as busy and waits for a later drain, never releasing early.

@@ -25,7 +25,7 @@ import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from . import nvtx
+from . import _foreign, nvtx
 from ._session_ops import SessionOps
 from .authority import Authority, Scope
 from .errors import SessionEntryError, ValidationError
@@ -207,13 +207,16 @@ def _synchronize(ctx: ExecContext) -> None:
     ctx.flush()
     errors = ctx.errors
     count = errors.count
+    code = 0
     if count == errors.read:  # no launch since the last read could have written the word
         ctx.wait(op)
-        return
-    ctx.download(ctx.err_host, ctx.err_word.ptr, 4, op)
-    ctx.wait(op)
-    errors.read = count
-    code = int.from_bytes(_read_host(ctx.err_host, 4), "little", signed=True)
+    else:
+        ctx.download(ctx.err_host, ctx.err_word.ptr, 4, op)
+        ctx.wait(op)
+        errors.read = count
+        code = int.from_bytes(_read_host(ctx.err_host, 4), "little", signed=True)
+    if _foreign._parked:  # the stream is idle: foreign arrays dropped while it ran go now
+        _foreign.drain()
     if code:
         ctx.memset(ctx.err_word.ptr, 0, 4, op)
         ctx.wait(op)

@@ -11,6 +11,7 @@ import pytest
 from reference.fake_context import INFO
 from reference.fake_graph import FakeSession, tensor
 
+from tenferro_cuda import _driver, _driver_fast, _foreign
 from tenferro_cuda.errors import BackendSourceError, CudaDeviceError, ValidationError
 from tenferro_cuda.exec import capture as cap
 from tenferro_cuda.exec.context import ExecContext
@@ -105,6 +106,28 @@ def test_a_failed_wait_keeps_the_word_unread(sync_ctx):
     assert sync_ctx.calls[-3:] == ["flush", "download", "wait"]
     assert not sync_ctx.errors.pending
 
+
+
+@pytest.mark.parametrize("word", [0, 1], ids=["clean", "device-error"])
+def test_synchronize_lets_go_of_foreign_arrays_dropped_while_the_stream_ran(
+        sync_ctx, monkeypatch, word):
+    """An adopted array dropped while the stream was busy is parked; the synchronize
+    that finds the stream idle lets it go (also when it then raises a device error)."""
+    idle = {"value": False}
+    monkeypatch.setattr(_foreign, "_parked", type(_foreign._parked)())
+    monkeypatch.setattr(_driver_fast, "stream_query", lambda stream: idle["value"])
+    released: list[int] = []
+    _foreign.release_when_idle(_driver.stream_handle(0x5A5A0), released.append, 7)
+    assert released == [] and _foreign.parked_count() == 1
+    idle["value"] = True  # what the wait inside synchronize makes true
+    if word:
+        sync_ctx.errors.count += 1
+        sync_ctx.word = error_code("divide", "integer division by zero")
+        with pytest.raises(ValidationError, match="division by zero"):
+            _synchronize(sync_ctx)
+    else:
+        _synchronize(sync_ctx)
+    assert released == [7] and _foreign.parked_count() == 0
 
 def _prep_ctx():
     return SimpleNamespace(launches=BoundedCache(16), err_word=SimpleNamespace(ptr=WORD),

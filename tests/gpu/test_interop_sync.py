@@ -190,6 +190,38 @@ def test_reclaim_adopted_releases_producer(s, cupy):
         down(s, t)
 
 
+
+def _spin(s) -> None:
+    with s.raw("test.interop.spin") as raw:
+        fn = raw.compile_nvrtc(SPIN_SRC).function("spin")
+        raw.launch(fn, LaunchConfig(1, 1), [KernelArg.i64(SPIN_CYCLES)])
+
+
+@pytest.mark.parametrize("path", ["dlpack", "cai"])
+def test_a_producer_dropped_while_our_stream_runs_goes_at_synchronize(s, torch, path):
+    """Dropped while our stream is busy, the adopted array is parked (its memory may
+    still be read); the synchronize that waits for the stream lets it go, with no
+    interop call and no explicit drain."""
+    x = torch.arange(1 << 20, device="cuda:0", dtype=torch.float32)
+    torch.cuda.synchronize()
+    gc.collect()
+    _foreign.drain()
+    holder = Exposes(x)
+    alive = weakref.ref(holder)
+    t = s.from_dlpack(x) if path == "dlpack" else s.from_cuda_array_interface(holder)
+    _spin(s)
+    del holder, x
+    used = torch.cuda.memory_allocated()
+    del t
+    gc.collect()
+    assert _foreign.parked_count() == 1, "the stream finished before the drop"
+    assert torch.cuda.memory_allocated() == used  # kept: our spin may still read it
+    s.synchronize()
+    assert _foreign.parked_count() == 0
+    gc.collect()
+    assert alive() is None
+    assert torch.cuda.memory_allocated() == used - (1 << 22)
+
 def test_cupy_producer_kept_alive_through_dlpack(s, cupy):
     x = cupy.arange(10_000, dtype=cupy.int64)[::-3]
     want = cupy.asnumpy(x)
