@@ -55,7 +55,8 @@ def _foreign():
 
 
 def dlpack_device(tensor) -> tuple[DLDeviceType, int]:
-    """``__dlpack_device__``: (kDLCUDA, ordinal) for device tensors, (kDLCPU, 0) on host."""
+    """``Tensor.__dlpack_device__``: (kDLCUDA, ordinal) for device tensors, (kDLCPU, 0)
+    on host."""
     buf = tensor.buffer if type(tensor) is Tensor else tensor.base.buffer
     if buf is None:
         return _CPU_DEVICE
@@ -126,8 +127,11 @@ def _check_device(buf, dl_device) -> None:
                           f"export never makes")
 
 
-def export_capsule(tensor, stream=None, max_version=None, dl_device=None, copy=None):
-    """``__dlpack__``: a capsule over ``tensor``'s device memory (see the module doc)."""
+def export_capsule(tensor, *, stream=None, max_version=None, dl_device=None, copy=None):
+    """A DLPack capsule over this device tensor's memory (``Tensor.__dlpack__``; stream-
+    ordered, see docs/interop.md). ``stream``: the consumer's stream -- None or 1 (legacy
+    default), 2 (per-thread default), -1 (no synchronization), a handle, or an object with
+    ``__cuda_stream__``."""
     op = "__dlpack__"
     buf = tensor.buffer if type(tensor) is Tensor else tensor.base.buffer
     if buf is None:
@@ -150,10 +154,7 @@ def export_capsule(tensor, stream=None, max_version=None, dl_device=None, copy=N
         raise BufferError(f"__dlpack__: copy must be True, False or None (got {copy!r})")
     f = _f or _foreign()
     own = buf.origin.stream
-    if type(stream) is int and (stream == -1 or stream > 2 and stream == int(own)):
-        consumer = None if stream == -1 else own  # (consumer_stream's answer, sooner)
-    else:
-        consumer = f.consumer_stream(stream, op, own)
+    consumer = f.consumer_stream(stream, op, own)
     owner = buf.owner
     readonly = owner is not None and getattr(owner, "readonly", False) is True
     if readonly and version is None and not copy:

@@ -219,8 +219,8 @@ _CALLBACK: int = ctypes.cast(_deleter, ctypes.c_void_p).value or 0
 
 
 def _ended(record: list) -> bool:
-    if record[0][3][record[3]] == 0:  # the consumer called the deleter
-        return True
+    """Whether an export whose deleter has not been called ended anyway: its capsule died
+    unconsumed. (A consumed capsule is forgotten here; its deleter is still to come.)"""
     if record[2] is not None and _refs(record[2]) == 2:  # only this record holds it
         if _capsule_name_address(record[2]) in _NAMES:  # not renamed: never consumed
             _waiting.pop(record[0][2], None)
@@ -240,6 +240,9 @@ def look() -> None:
                 record = _records.popleft()
             except IndexError:  # another look took the rest
                 break
+            if record[0][3][record[3]] == 0:  # the consumer called the deleter
+                ended.append(record)
+                continue
             # kept until it is known to have ended: an interrupted look loses no record
             kept.append(record)
             if _ended(record):

@@ -115,7 +115,12 @@ def stream_of(handle: int):
 def consumer_stream(value: object, op: str, own=None):
     """The stream a DLPack consumer will use (a CUstream), or None for ``-1``; ``own``
     (the producer's CUstream) when the handle is its."""
-    if value is None:
+    if type(value) is int:  # (the usual values first: no ``stream_value`` call)
+        if value == -1:
+            return None
+        if value > 2 and own is not None and value == int(own):
+            return own
+    elif value is None:
         return LEGACY_STREAM
     handle = stream_value(value, op)
     if handle > 0:

@@ -193,21 +193,30 @@ class _Strided:
         ) if all(s >= 0 for s in self.strides) else _negative_view(flat, self)
 
     # --- interop: DLPack and the CUDA Array Interface ----------------------------------
-    # The interop layer (_dlpack_export.py, cai.py; the session imports it) installs the
-    # device side of the export protocol with ``install_export``.
+    # Host tensors only: the interop layer (_dlpack_export.py, cai.py; the session imports
+    # it) replaces these three with the device-side protocol (``install_export``), which
+    # answers for host tensors the same way.
     def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
         """A DLPack capsule over this device tensor's memory (stream-ordered; see
         docs/interop.md). ``stream``: the consumer's stream -- None or 1 (legacy default),
         2 (per-thread default), -1 (no synchronization), a handle, or an object with
         ``__cuda_stream__``."""
-        return _EXPORT[0](self, stream, max_version, dl_device, copy)
+        if self.base.buffer is None:
+            raise BufferError("__dlpack__: this is a host tensor; export GPU tensors only "
+                              "(tensor.numpy() gives the host data)")
+        raise _not_installed("__dlpack__")
 
     def __dlpack_device__(self) -> tuple[int, int]:
-        return _EXPORT[1](self)
+        if self.base.buffer is None:
+            return (1, 0)  # (kDLCPU, 0)
+        raise _not_installed("__dlpack_device__")
 
     @property
     def __cuda_array_interface__(self) -> dict:
-        return _EXPORT[2](self)
+        if self.base.buffer is None:
+            raise AttributeError("a host tensor has no __cuda_array_interface__ "
+                                 "(tensor.numpy() gives the host data)")
+        raise _not_installed("__cuda_array_interface__")
 
     # --- numpy: host tensors convert, device tensors refuse ----------------------------
     def __array__(self, dtype=None, copy=None) -> np.ndarray:
@@ -247,42 +256,22 @@ class _Strided:
         return f"{kind}(shape={self.shape}, dtype={self.dtype.value}, {where})"
 
 
-def _host_capsule(tensor, stream, max_version, dl_device, copy):
-    if tensor.base.buffer is None:
-        raise BufferError("__dlpack__: this is a host tensor; export GPU tensors only "
-                          "(tensor.numpy() gives the host data)")
-    raise _not_installed("__dlpack__")
-
-
-def _host_device(tensor) -> tuple[int, int]:
-    if tensor.base.buffer is None:
-        return (1, 0)  # (kDLCPU, 0)
-    raise _not_installed("__dlpack_device__")
-
-
-def _host_interface(tensor) -> dict:
-    if tensor.base.buffer is None:
-        raise AttributeError("a host tensor has no __cuda_array_interface__ "
-                             "(tensor.numpy() gives the host data)")
-    raise _not_installed("__cuda_array_interface__")
-
-
 def _not_installed(op: str) -> RuntimeStateError:
     return RuntimeStateError("the interop layer (tenferro_cuda.ops.interop) is not loaded; "
                              "device tensors come from a session, which loads it", op=op)
 
 
-# export_capsule, dlpack_device, export_interface: host tensors only until the interop
-# layer installs its functions (which answer for host tensors the same way).
-_EXPORT: list = [_host_capsule, _host_device, _host_interface]
-
-
 def install_export(*, capsule=None, device=None, interface=None) -> None:
-    """Install the device-tensor export protocol: ``_dlpack_export`` installs the DLPack
-    functions and ``cai`` the interface when each is imported."""
-    for i, fn in enumerate((capsule, device, interface)):
-        if fn is not None:
-            _EXPORT[i] = fn
+    """Install the device-tensor export protocol as the methods of tensors and views:
+    ``_dlpack_export`` installs ``__dlpack__`` (``capsule(tensor, *, stream, max_version,
+    dl_device, copy)``) and ``__dlpack_device__``, ``cai`` the interface property, when
+    each is imported."""
+    if capsule is not None:
+        setattr(_Strided, "__dlpack__", capsule)
+    if device is not None:
+        setattr(_Strided, "__dlpack_device__", device)
+    if interface is not None:
+        setattr(_Strided, "__cuda_array_interface__", property(interface))
 
 
 def _negative_view(flat: np.ndarray, v: _Strided) -> np.ndarray:

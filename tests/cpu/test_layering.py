@@ -211,7 +211,10 @@ def test_host_tensors_answer_the_export_protocols_without_the_interop_layer():
 
 
 def test_the_interop_layer_installs_the_device_side():
-    from tenferro_cuda import _dlpack_export, cai, tensor
+    from tenferro_cuda import _dlpack_export, cai
+    from tenferro_cuda.tensor import Tensor, TensorView
 
-    assert tensor._EXPORT == [_dlpack_export.export_capsule, _dlpack_export.dlpack_device,
-                              cai.export_interface]
+    for cls in (Tensor, TensorView):
+        assert cls.__dlpack__ is _dlpack_export.export_capsule
+        assert cls.__dlpack_device__ is _dlpack_export.dlpack_device
+        assert cls.__cuda_array_interface__.fget is cai.export_interface
