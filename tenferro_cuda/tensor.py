@@ -266,12 +266,11 @@ def install_export(*, capsule=None, device=None, interface=None) -> None:
     ``_dlpack_export`` installs ``__dlpack__`` (``capsule(tensor, *, stream, max_version,
     dl_device, copy)``) and ``__dlpack_device__``, ``cai`` the interface property, when
     each is imported."""
-    if capsule is not None:
-        setattr(_Strided, "__dlpack__", capsule)
-    if device is not None:
-        setattr(_Strided, "__dlpack_device__", device)
-    if interface is not None:
-        setattr(_Strided, "__cuda_array_interface__", property(interface))
+    methods = {"__dlpack__": capsule, "__dlpack_device__": device,
+               "__cuda_array_interface__": interface and property(interface)}
+    for name, fn in methods.items():
+        if fn is not None:
+            setattr(_Strided, name, fn)
 
 
 def _negative_view(flat: np.ndarray, v: _Strided) -> np.ndarray:
