@@ -239,10 +239,8 @@ def _foreign_call(ctx: ExecContext, obj: object, fn: Callable, *args: object):
     return guard.foreign_call_saved(fn, *args)
 
 
-def _is_ours(ctx: ExecContext, obj: object) -> bool:
-    """Whether ``obj`` is a tensor or view resident on this context."""
-    if not isinstance(obj, _Strided):
-        return False
+def _is_ours(ctx: ExecContext, obj: _Strided) -> bool:
+    """Whether the tensor or view ``obj`` is resident on this context."""
     buf = obj.base.buffer
     return buf is not None and buf.home is ctx.home
 
