@@ -86,6 +86,28 @@ def test_a_producer_error_on_a_stream_it_takes_is_not_retried(fx):
     assert p.asked == [1]
 
 
+def test_a_producer_refusing_one_array_on_every_stream_is_not_marked(fx, monkeypatch):
+    """A producer that refuses this array whatever the stream (PyTorch before 2.10 raised
+    RuntimeError for a tensor that requires grad): its own error, and the type's next
+    array is still asked with -1 (no slower path for good)."""
+    monkeypatch.setattr(interop, "_no_sync_refused", set())
+
+    class Picky(Producer):
+        def __dlpack__(self, *, stream=None, **kwargs):
+            if self.array.size == 1:
+                self.asked.append(stream)
+                raise RuntimeError("Can't export tensors that require gradient")
+            return super().__dlpack__(stream=stream, **kwargs)
+
+    bad = Picky(np.arange(1.0))
+    with pytest.raises(RuntimeError, match="require gradient"):
+        interop.from_dlpack(fx, bad, PTR)
+    assert bad.asked == [-1, 1] and Picky not in interop._no_sync_refused
+    good = Picky(np.arange(3.0))
+    interop.from_dlpack(fx, good, PTR)
+    assert good.asked == [-1]
+
+
 def test_import_of_our_own_tensor_costs_no_event(fx):
     t = fx.tensor(np.arange(6.0))
     same = interop.from_dlpack(fx, t)

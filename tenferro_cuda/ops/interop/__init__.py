@@ -91,9 +91,12 @@ def request_capsule(obj, stream: int, op: str = "from_dlpack"):
                 raise
             except Exception:  # noqa: BLE001 - a producer that takes -1 for a handle
                 # (jax's __dlpack__ does): ask it to order before stream 1 instead, which
-                # every producer takes; the consumer's ordering is unchanged.
+                # every producer takes; the consumer's ordering is unchanged. The type is
+                # remembered only when that works (a producer refusing this array on any
+                # stream raises its own error, and its next array is asked with -1 again).
+                capsule = _ask(method, kind, _LEGACY, op)
                 _no_sync_refused.add(kind)
-                stream = _LEGACY
+                return capsule
     return _ask(method, kind, stream, op)
 
 
