@@ -315,6 +315,23 @@ def test_other_device_rejected(s, torch):
         s.from_cuda_array_interface(x)
 
 
+
+def test_a_tensor_that_requires_grad_leaves_later_imports_alone(s, torch):
+    """PyTorch refuses to export a tensor that requires grad (BufferError from 2.10 on,
+    RuntimeError before): the import fails, and the next tensor is still asked with -1
+    (the cheap request), not with stream 1 for good."""
+    from tenferro_cuda.ops import interop
+
+    x = torch.ones(8, device="cuda:0", requires_grad=True)
+    with pytest.raises((tc.ValidationError, RuntimeError), match="gradient"):
+        s.from_dlpack(x)
+    assert torch.Tensor not in interop._no_sync_refused
+    with pytest.raises(RuntimeError, match="grad"):  # PyTorch's own property refuses it
+        s.from_cuda_array_interface(x)
+    y = torch.arange(8.0, device="cuda:0")
+    np.testing.assert_array_equal(down(s, s.from_dlpack(y)), np.arange(8.0))
+    np.testing.assert_array_equal(down(s, s.from_dlpack(x.detach())), np.ones(8))
+
 def test_export_refusals(s):
     t = up(s, np.arange(4.0))
     with pytest.raises(BufferError, match="dl_device"):
