@@ -126,6 +126,19 @@ def test_capsule_kind_and_fields(max_version, versioned, minor):
         assert managed.dl_tensor.byte_offset == 0
 
 
+
+def test_the_export_methods_take_keywords_only():
+    """The protocol's arguments are keyword-only (``__dlpack__(*, stream, max_version,
+    dl_device, copy)``): a positional stream is a TypeError, before any export."""
+    t = fake_device(sample(DType.INT32))
+    before = live_exports()
+    with pytest.raises(TypeError):
+        t.__dlpack__(-1)
+    with pytest.raises(TypeError):
+        t.__dlpack__(-1, (1, 0))
+    assert live_exports() == before
+    assert t.__dlpack_device__() == (2, 0)
+
 def test_unconsumed_capsule_runs_deleter_once():
     t = fake_device(sample(DType.INT32))
     before, refs = live_exports(), sys.getrefcount(t)
