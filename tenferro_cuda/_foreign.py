@@ -115,22 +115,17 @@ def stream_of(handle: int):
 def consumer_stream(value: object, op: str, own=None):
     """The stream a DLPack consumer will use (a CUstream), or None for ``-1``; ``own``
     (the producer's CUstream) when the handle is its."""
-    if type(value) is int:  # (the usual values first: no ``stream_value`` call)
-        if value == -1:
-            return None
-        if value > 2 and own is not None and value == int(own):
-            return own
-    elif value is None:
+    if value is None:
         return LEGACY_STREAM
     handle = stream_value(value, op)
+    if handle == -1:
+        return None
     if handle > 0:
         if handle < 3:
             return _DEFAULT_STREAMS[handle]
         if own is not None and handle == int(own):
             return own
         return _driver.stream_handle(handle)
-    if handle == -1:
-        return None
     raise BufferError(f"{op}: stream={handle} is not allowed: pass -1 (no synchronization), "
                       f"None or 1 (legacy default stream), 2 (per-thread default stream) or "
                       f"a stream handle" + (" (0 is ambiguous)" if handle == 0 else ""))
