@@ -46,7 +46,7 @@ from ...exec.context import ExecContext
 from ...memo import BoundedCache
 from ...tensor import Tensor, TensorView, _Strided, is_row_major
 from .. import storage
-from .producers import current_stream
+from .producers import current_stream, read_interface
 
 __all__ = ["METHODS", "validate_producer", "request_capsule"]
 
@@ -210,11 +210,10 @@ def from_cuda_array_interface(ctx: ExecContext, obj: object,
     source = None if stream is None else _source(ctx, stream, op)
     if isinstance(obj, _Strided) and _is_ours(ctx, obj):
         return _same_memory(ctx, obj, source)  # type: ignore[arg-type]
-    if type(obj) is dict:
-        iface = obj
-    else:
-        iface = _foreign_call(ctx, obj, interface_of, obj, op)
-    info = parse_interface(iface, op)
+    info = None if type(obj) is dict else read_interface(obj)  # a plain PyTorch tensor
+    if info is None:
+        iface = obj if type(obj) is dict else _foreign_call(ctx, obj, interface_of, obj, op)
+        info = parse_interface(iface, op)
     if 0 not in info.shape:
         _check_pointer(ctx, info.data, op)
     wait = info.stream if source is None else source
