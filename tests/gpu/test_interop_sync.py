@@ -107,9 +107,12 @@ def test_import_cai_waits_for_busy_producer_stream(s, torch):
 def test_export_orders_torch_after_our_stream(s, torch, where):
     want = np.arange(1 << 20, dtype=np.float32)
     src, dst = up(s, want), up(s, np.zeros_like(want))
+    # (PyTorch's CUDA set up before the spin: a first use in this process may take
+    # longer than the spin runs)
+    side = torch.cuda.Stream() if where == "side-stream" else torch.cuda.default_stream()
+    torch.cuda.synchronize()
     s.synchronize()
     _spin_then_copy(s, dst, src)
-    side = torch.cuda.Stream() if where == "side-stream" else torch.cuda.default_stream()
     with torch.cuda.stream(side):
         x = torch.from_dlpack(dst)
         assert not _driver.stream_query(_our_stream(s)), "our stream finished too early"
@@ -120,9 +123,11 @@ def test_export_orders_torch_after_our_stream(s, torch, where):
 def test_export_orders_cupy_after_our_stream(s, cupy):
     want = np.arange(1 << 20, dtype=np.int32)
     src, dst = up(s, want), up(s, np.zeros_like(want))
+    side = cupy.cuda.Stream(non_blocking=True)  # (CuPy set up before the spin)
+    cupy.cuda.Device().synchronize()
     s.synchronize()
     _spin_then_copy(s, dst, src)
-    with cupy.cuda.Stream(non_blocking=True):
+    with side:
         x = cupy.from_dlpack(dst)
         assert not _driver.stream_query(_our_stream(s))
         got = cupy.asnumpy(x)
