@@ -27,7 +27,9 @@ The producer's own code (``__dlpack__``, the interface property) runs through
 ``exec.guard.foreign_call_over``, which puts our context back on top if the code changed
 it; a producer of no known array library (``KNOWN_PRODUCERS``: its class's top-level
 module) runs through ``foreign_call_saved`` instead, which puts the caller's whole stack
-back exactly.
+back exactly. A plain PyTorch tensor's interface is read from the tensor instead
+(``producers.read_interface``: PyTorch's C getters, exactly what its property would say;
+no producer code runs, so no guard is needed).
 """
 
 from __future__ import annotations
