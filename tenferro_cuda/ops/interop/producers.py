@@ -19,15 +19,16 @@ function or older than 2.4, is asked with ``stream=1`` as before.
 The CUDA Array Interface of a plain PyTorch CUDA tensor is read the same way
 (``read_interface``): PyTorch's ``__cuda_array_interface__`` property builds its dict in
 Python (1.9 us on an H100, then 1.1 us for us to parse it), while the fields it is built
-from are C getters of the tensor (1.0 us together, checks included). The reader gives exactly what the
-property describes (pointer, 0 for an empty tensor; shape; element strides, None when
-PyTorch calls the tensor contiguous; dtype by PyTorch's own ``_dtype_to_typestr``;
-writable; no stream, as PyTorch's interface is version 2) and takes only tensors the
-property would describe without a word of its own: the exact class ``torch.Tensor`` with
-its own property (not replaced), no ``__torch_function__`` handler or mode active, a
-strided CUDA tensor that does not require grad, of a dtype both sides have. Anything else
--- a subclass, a tensor that requires grad, a sparse one, a dtype the interface lacks --
-is asked through the property, which describes it or raises its own error as before.
+from are C getters of the tensor (1.0 us together, checks included). The reader gives
+exactly what the property describes (pointer, 0 for an empty tensor; shape; element
+strides, None when PyTorch calls the tensor contiguous; dtype by PyTorch's own
+``_dtype_to_typestr``; writable; no stream, as PyTorch's interface is version 2) and
+takes only tensors the property would describe without a word of its own: the exact
+class ``torch.Tensor`` with its own property (not replaced), no ``__torch_function__``
+handler or mode active, a strided CUDA tensor that does not require grad, of a dtype both
+sides have. Anything else -- a subclass, a tensor that requires grad, a sparse one, a
+dtype the interface lacks -- is asked through the property, which describes it or raises
+its own error as before.
 """
 
 from __future__ import annotations
