@@ -4,7 +4,9 @@ hand-offs of the same array, in the same run.
 Every figure is a whole cycle as a user pays it, per call in us (median of 5 runs of
 ``CALLS`` calls, then one synchronize): the import or export, the consumer's array
 dropped again, and so its release (our deferred release or the producer's deleter).
-Rows:
+Ours and the peers of a row with a target are timed in the same interleaved rounds
+(``host_us_group``), so that a change in the host's load between them does not decide
+the ratio. Rows:
 
 - import via DLPack from PyTorch, CuPy and JAX: ``session.from_dlpack(x)`` beside
   ``cupy.from_dlpack(x)`` / ``torch.from_dlpack(x)`` (jax's in ``extra``); the issue's
@@ -25,7 +27,7 @@ import os
 
 import numpy as np
 
-from .common import Row, host_us, peers
+from .common import Row, host_us, host_us_group, peers
 
 FAMILY = "interop"
 CALLS = 2000
@@ -61,6 +63,12 @@ def run(s) -> list[Row]:
     def maybe(ok, fn) -> float | None:
         return cost(fn) if ok else None
 
+    def together(**fns) -> dict:
+        """The figures of ours and the peers of one row (None: no such peer), timed in
+        the same interleaved rounds."""
+        return host_us_group({k: None if f is None else (f, sync) for k, f in fns.items()},
+                             calls=CALLS, repeats=5)
+
     ours = s.upload_host_tensor(np.arange(N, dtype=np.float32).reshape(256, 256))
     arrays = {
         "torch": torch.arange(N, device="cuda:0", dtype=torch.float32) if torch else None,
@@ -72,13 +80,15 @@ def run(s) -> list[Row]:
     for name, x in arrays.items():
         if x is None:
             continue
+        us = together(
+            ours=lambda x=x: s.from_dlpack(x),
+            torch=(lambda x=x: torch.from_dlpack(x)) if torch else None,
+            cupy=(lambda x=x: cupy.from_dlpack(x)) if cupy else None,
+            jax=(lambda x=x: jnp.from_dlpack(x)) if jnp is not None else None)
         rows.append(Row(
-            FAMILY, f"import: session.from_dlpack({name} array)", "us",
-            cost(lambda x=x: s.from_dlpack(x)),
-            torch=maybe(torch, lambda x=x: torch.from_dlpack(x)),
-            cupy=maybe(cupy, lambda x=x: cupy.from_dlpack(x)),
-            target="<= cupy" if name == "torch" else "",
-            extra={"jax": maybe(jnp is not None, lambda x=x: jnp.from_dlpack(x))},
+            FAMILY, f"import: session.from_dlpack({name} array)", "us", us["ours"],
+            torch=us["torch"], cupy=us["cupy"],
+            target="<= cupy" if name == "torch" else "", extra={"jax": us["jax"]},
             note=f"peers: their from_dlpack of the same {name} array (jax in extra)"))
     if tt is not None:
         stream = s.stream
@@ -99,25 +109,27 @@ def run(s) -> list[Row]:
     for name, (module, take) in consumers.items():
         if module is None:
             continue
-        peer = {k: maybe(arrays[k] is not None, lambda k=k, take=take: take(arrays[k]))
-                for k in arrays}
+        us = together(ours=lambda take=take: take(ours), **{
+            k: (lambda k=k, take=take: take(arrays[k])) if arrays[k] is not None else None
+            for k in arrays})
         rows.append(Row(
-            FAMILY, f"export: {name}.from_dlpack(our tensor)", "us",
-            cost(lambda take=take: take(ours)), torch=peer["torch"], cupy=peer["cupy"],
-            target="<= 1.2x the fastest peer", extra={"jax": peer["jax"]},
+            FAMILY, f"export: {name}.from_dlpack(our tensor)", "us", us["ours"],
+            torch=us["torch"], cupy=us["cupy"],
+            target="<= 1.2x the fastest peer", extra={"jax": us["jax"]},
             note=f"columns: {name}.from_dlpack of a torch / cupy (/ jax) array"))
     if torch is not None and cupy is not None:
         rows += _exports_by_ordering(s, torch, cupy, ours, cost)
     for name, x in (("torch", tt), ("cupy", cc)):
         if x is None:
             continue
+        us = together(
+            ours=lambda x=x: s.from_cuda_array_interface(x),
+            torch=(lambda x=x: torch.as_tensor(x, device="cuda:0"))
+            if torch and name != "torch" else None,
+            cupy=(lambda x=x: cupy.asarray(x)) if cupy and name != "cupy" else None)
         rows.append(Row(
             FAMILY, f"import: session.from_cuda_array_interface({name} array)", "us",
-            cost(lambda x=x: s.from_cuda_array_interface(x)),
-            torch=maybe(torch and name != "torch",
-                        lambda x=x: torch.as_tensor(x, device="cuda:0")),
-            cupy=maybe(cupy and name != "cupy", lambda x=x: cupy.asarray(x)),
-            target="<= cupy",
+            us["ours"], torch=us["torch"], cupy=us["cupy"], target="<= cupy",
             note=f"peers: torch.as_tensor / cupy.asarray of the same {name} array"))
     if cupy is not None:
         rows.append(Row(
