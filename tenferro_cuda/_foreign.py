@@ -23,8 +23,9 @@ Guarantees (used by ``dlpack.py``, ``_dlpack_export.py``, ``cai.py`` and ``ops/i
   work enqueued so far, so that the producer's allocator cannot hand the memory out while
   our kernels still read it. It never blocks: at once when the stream is idle (one
   ``cuStreamQuery``), otherwise at the next interop call or session ``synchronize()``
-  that finds it idle (one query per stream for all that wait on it), at the latest at
-  interpreter exit. Never raises.
+  that finds it idle (one query per stream for all that wait on it) or when a runtime
+  closes (a closed home's streams are idle), at the latest at interpreter exit. Never
+  raises.
   While another library captures a graph in global mode (PyTorch's default), CUDA
   refuses stream queries from every thread and invalidates that capture; the release
   then counts the stream as busy and waits for a later drain, never releasing early.
@@ -219,6 +220,10 @@ def release_when_idle(stream, fn: Callable[[Any], object] | None, arg: Any = Non
             if not _atexit_registered:
                 _atexit_registered = True
                 atexit.register(_release_all_at_exit)
+                # a closed runtime's streams are idle: what waits for one goes then
+                from .runtime import install_close_hook
+
+                install_close_hook(drain)
             return
     except Exception as exc:  # noqa: BLE001 - called from finalizers
         print(f"tenferro_cuda: deferring a foreign release failed: {exc!r}", file=sys.stderr)
@@ -231,7 +236,7 @@ def drain() -> None:
     """Run the parked releases whose stream has become idle (one query per stream). Safe
     to re-enter (a release it runs may drop the last reference to another foreign array)
     and to run on several threads: every entry is taken by one drain only."""
-    idle: dict[int, bool] = {}
+    idle: dict[tuple[int, int], bool] = {}
     waiting: list[Release] = []
     ready: list[Release] = []
     for _ in range(len(_parked)):
@@ -239,7 +244,9 @@ def drain() -> None:
             entry = _parked.popleft()
         except IndexError:  # another drain took the rest
             break
-        key = int(entry[0])
+        # (per home too: a closed home's destroyed stream may share its handle with a
+        # live stream made since, whose work must still be waited for)
+        key = (int(entry[0]), id(entry[3]))
         state = idle.get(key)
         if state is None:
             state = idle[key] = _idle(entry[0], entry[3])

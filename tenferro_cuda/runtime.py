@@ -272,7 +272,8 @@ class CudaRuntime(Authority):
             self.pool.trim(0)
 
     def close(self) -> None:
-        """Release everything this runtime holds (sessions must be closed)."""
+        """Release everything this runtime holds (sessions must be closed), then run the
+        close hooks (``install_close_hook``)."""
         if self.closed:
             return
         self.closed = True
@@ -292,10 +293,23 @@ class CudaRuntime(Authority):
             with CudaRuntime._registry_lock:
                 if CudaRuntime._registry.get(self.ordinal) is self:
                     del CudaRuntime._registry[self.ordinal]
+        for fn in list(_close_hooks):
+            fn()
 
     def __repr__(self) -> str:
         return (f"CudaRuntime(device={self.ordinal}, {self.info.name!r}, "
                 f"serial={self.identity.serial})")
+
+
+# run after a runtime has closed, e.g. the release of foreign arrays that waited for one
+# of its streams (``_foreign``, which sits above this module); each hook never raises
+_close_hooks: list[Callable[[], None]] = []
+
+
+def install_close_hook(fn: Callable[[], None]) -> None:
+    """Call ``fn()`` after each runtime's close (once per function)."""
+    if fn not in _close_hooks:
+        _close_hooks.append(fn)
 
 
 _TOKEN = object()

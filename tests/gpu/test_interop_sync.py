@@ -12,9 +12,11 @@ import pytest
 from gpu_util import down, up
 
 import tenferro_cuda as tc
-from tenferro_cuda import _driver, _foreign
+from tenferro_cuda import _driver, _driver_fast, _foreign
 from tenferro_cuda._dlpack_export import live_exports
+from tenferro_cuda.ops import interop
 from tenferro_cuda.raw import KernelArg, LaunchConfig
+from tenferro_cuda.runtime import CudaRuntime
 
 SPIN_SRC = r'''
 extern "C" __global__ void spin(long long cycles) {
@@ -226,6 +228,44 @@ def test_a_producer_dropped_while_our_stream_runs_goes_at_synchronize(s, torch, 
     assert _foreign.parked_count() == parked
     gc.collect()
     assert alive() is None
+    assert torch.cuda.memory_allocated() == used - (1 << 22)
+
+
+@pytest.mark.parametrize("path", ["dlpack", "cai"])
+def test_a_producer_parked_on_a_runtime_goes_when_the_runtime_closes(torch, monkeypatch,
+                                                                      path):
+    """Dropped while the stream of a runtime counts as busy, the adopted array waits; the
+    runtime's close (every stream synchronized, then destroyed) lets it go, with no
+    interop call, no synchronize and no explicit drain."""
+    x = torch.arange(1 << 20, device="cuda:0", dtype=torch.float32)
+    torch.cuda.synchronize()
+    gc.collect()
+    parked = _foreign.parked_count()
+    rt = CudaRuntime.create_separate(0)
+    try:
+        ctx = rt.exec_context()
+        holder = Exposes(x)  # (the CAI path keeps the producer object; DLPack, memory)
+        kept = weakref.ref(holder if path == "cai" else x)
+        with rt.current():
+            t = interop.from_dlpack(ctx, x) if path == "dlpack" \
+                else interop.from_cuda_array_interface(ctx, holder)
+        del holder, x
+        used = torch.cuda.memory_allocated()
+        with monkeypatch.context() as busy:  # (a query that always finds work pending)
+            busy.setattr(_driver_fast, "stream_query", lambda stream: False)
+            del t
+            gc.collect()
+            assert _foreign.parked_count() == parked + 1
+        gc.collect()
+        assert _foreign.parked_count() == parked + 1
+        assert torch.cuda.memory_allocated() == used  # kept while it waits
+        if path == "cai":
+            assert kept() is not None
+    finally:
+        rt.close()
+    assert _foreign.parked_count() == parked
+    gc.collect()
+    assert kept() is None
     assert torch.cuda.memory_allocated() == used - (1 << 22)
 
 
