@@ -107,8 +107,8 @@ def block_of(capsule) -> tuple:
     address = S._records[-1][0][2]
     block, _ = S.layout(2, True)
     fields = list(block.unpack(ctypes.string_at(address, block.size)))
-    fields[13] -= address
-    fields[14] -= address
+    fields[12] -= address  # shape
+    fields[13] -= address  # strides
     return tuple(fields)
 
 
