@@ -212,10 +212,11 @@ def from_cuda_array_interface(ctx: ExecContext, obj: object,
     source = None if stream is None else _source(ctx, stream, op)
     if isinstance(obj, _Strided) and _is_ours(ctx, obj):
         return _same_memory(ctx, obj, source)  # type: ignore[arg-type]
-    info = None if type(obj) is dict else read_interface(obj)  # a plain PyTorch tensor
-    if info is None:
-        iface = obj if type(obj) is dict else _foreign_call(ctx, obj, interface_of, obj, op)
-        info = parse_interface(iface, op)
+    if type(obj) is dict:
+        info = parse_interface(obj, op)
+    else:  # a plain PyTorch tensor is read from the tensor, anything else asked
+        info = read_interface(obj) or parse_interface(
+            _foreign_call(ctx, obj, interface_of, obj, op), op)
     if 0 not in info.shape:
         _check_pointer(ctx, info.data, op)
     wait = info.stream if source is None else source
