@@ -23,16 +23,37 @@
   any other S may be destroyed by then, and its consumer must have finished with the
   memory, as PyTorch and CuPy require for memory they import: nothing is ordered, and the
   deleter is a C function that runs no Python.
+- **Repeated exports of one tensor** take a shorter path. The first export that needs
+  nothing ordered and no callback (``stream=`` -1 or the tensor's own stream, no
+  ``dl_device``, no copy) marks the tensor; the second leaves a ``_Kit`` on it: the
+  tensor's shape and strides packed once, and for the ``max_version`` object last asked
+  (consumers pass a constant tuple), the capsule's header packed once, pointing at them.
+  A later call with the same ``max_version`` object, such a stream and no
+  ``dl_device``/copy checks only what can change -- the runtime open, not capturing and
+  not lost (``ctx.eager``, ``lost_contexts``), no pending work, the tensor not reclaimed
+  -- and hands the header to ``_dlpack_slots.export_head``. Anything else takes the full
+  path, which keeps the kit up to date.
 """
 
 from __future__ import annotations
 
+import ctypes
 import functools
 import operator
 import threading
+from typing import Any
 
 from . import _dlpack_slots as _slots
-from .dlpack import _CODE_BITS, DLPACK_VERSION, FLAG_IS_COPIED, FLAG_READ_ONLY, DLDeviceType
+from .dlpack import (
+    _CODE_BITS,
+    _INTS,
+    DLPACK_VERSION,
+    FLAG_IS_COPIED,
+    FLAG_READ_ONLY,
+    LEGACY,
+    VERSIONED,
+    DLDeviceType,
+)
 from .errors import RuntimeStateError
 from .tensor import Tensor, install_export
 
@@ -43,6 +64,7 @@ _CPU_DEVICE = (DLDeviceType.kDLCPU, 0)
 _CUDA_DEVICES: dict[int, tuple[DLDeviceType, int]] = {}
 _ident = threading.get_ident
 _f = None  # the _foreign module, bound on first use (it imports the driver)
+_lost: set = set()  # the driver's lost contexts, bound with the first kit
 
 
 def _foreign():
@@ -57,6 +79,12 @@ def _foreign():
 def dlpack_device(tensor) -> tuple[DLDeviceType, int]:
     """``Tensor.__dlpack_device__``: (kDLCUDA, ordinal) for device tensors, (kDLCPU, 0)
     on host."""
+    try:
+        kit = tensor._kit
+    except AttributeError:  # (a tensor made without one)
+        kit = tensor._kit = None
+    if kit is not None and kit is not _ONCE:
+        return kit.device
     buf = tensor.buffer if type(tensor) is Tensor else tensor.base.buffer
     if buf is None:
         return _CPU_DEVICE
@@ -132,6 +160,17 @@ def export_capsule(tensor, *, stream=None, max_version=None, dl_device=None, cop
     ordered, see docs/interop.md). ``stream``: the consumer's stream -- None or 1 (legacy
     default), 2 (per-thread default), -1 (no synchronization), a handle, or an object with
     ``__cuda_stream__``."""
+    try:
+        kit = tensor._kit
+    except AttributeError:  # (a tensor made without one)
+        kit = tensor._kit = None
+    if kit is not None and max_version is kit.asked and type(stream) is int \
+            and (stream == -1 or stream == kit.own) and dl_device is None \
+            and (copy is None or copy is False):
+        ctx = kit.ctx
+        if ctx.eager and not ctx.pending and kit.buf.home is not None \
+                and ctx.context_id not in _lost:
+            return _slots.export_head(tensor, kit.head, kit.name)
     op = "__dlpack__"
     buf = tensor.buffer if type(tensor) is Tensor else tensor.base.buffer
     if buf is None:
@@ -177,8 +216,78 @@ def export_capsule(tensor, *, stream=None, max_version=None, dl_device=None, cop
     release = None
     if consumer is f.LEGACY_STREAM or consumer is f.PER_THREAD_STREAM:
         release = functools.partial(_release, tensor, consumer, ctx)
+    elif (consumer is None or consumer is own) and not copy and type(stream) is int \
+            and ctx is not None and _slots.CLEAR is not None and (version or data) \
+            and (max_version is None or type(max_version) is tuple):  # (not mutable)
+        _remember(tensor, kit, ctx, buf, int(own), max_version, version, flags, data,
+                  code, bits)
     return _slots.export(tensor, shape, tensor.strides, version, flags, data,
                          buf.origin.pool.ordinal, code, bits, _CUDA, release)
+
+
+class _Kit:
+    """What the exports of one tensor share (module doc). Never changed once on a tensor:
+    another ``max_version`` gets a new kit (``pointed``), so a call on another thread
+    reads one consistent kit."""
+
+    __slots__ = ("ctx", "buf", "own", "device", "dims", "fields", "heads", "asked", "head",
+                 "name")
+    ctx: Any  # the ExecContext of the tensor's memory
+    buf: Any  # the tensor's DeviceBuffer
+    own: int  # the handle of its stream
+    device: tuple[DLDeviceType, int]
+    dims: bytearray  # shape, then strides (int64), which every header points at
+    fields: tuple[int, ...]  # flags, data, ordinal, ndim, code, bits, shape and strides at
+    heads: dict[Any, bytes]  # version (None: legacy) -> header
+    asked: object  # the max_version object the calls pass
+    head: bytes  # its header
+    name: int  # the address of its capsule name
+
+    def pointed(self, asked, version) -> _Kit:
+        """A kit like this one whose header is that of ``version`` (None: legacy), for
+        calls passing the ``max_version`` object ``asked``."""
+        head = self.heads.get(version)
+        if head is None:
+            flags, data, ordinal, n, code, bits, shape_p, strides_p = self.fields
+            if version is None:
+                head = LEGACY.pack(data, _CUDA, ordinal, n, code, bits, 1, shape_p,
+                                   strides_p, 0, 0, _slots.CLEAR).ljust(_slots.HEAD_SIZE, b"\0")
+            else:
+                head = VERSIONED.pack(version[0], version[1], 0, _slots.CLEAR, flags, data,
+                                      _CUDA, ordinal, n, code, bits, 1, shape_p, strides_p, 0)
+            self.heads[version] = head
+        kit = _Kit()
+        kit.ctx, kit.buf, kit.own, kit.device = self.ctx, self.buf, self.own, self.device
+        kit.dims, kit.fields, kit.heads = self.dims, self.fields, self.heads
+        kit.asked, kit.head, kit.name = asked, head, _slots.NAMES[version is not None]
+        return kit
+
+
+_ONCE = _Kit()  # the mark of a tensor exported once (``asked`` matches nothing)
+_ONCE.asked = object()
+
+
+def _remember(tensor, kit, ctx, buf, own: int, asked, version, flags: int, data: int,
+              code: int, bits: int) -> None:
+    """After a full export that a kit could have made: mark the tensor, or give it a kit
+    for ``asked``."""
+    global _lost
+    if kit is None:
+        tensor._kit = _ONCE
+        return
+    if kit is _ONCE:
+        shape, strides = tensor.shape, tensor.strides
+        n = len(shape)
+        # (shape and strides outside the capsule's block: one header fits every block)
+        dims = bytearray(_INTS[n].pack(*shape) + _INTS[n].pack(*strides) if n else bytes(8))
+        shape_p = ctypes.addressof((ctypes.c_char * len(dims)).from_buffer(dims))
+        kit = _Kit()
+        kit.ctx, kit.buf, kit.own, kit.dims, kit.heads = ctx, buf, own, dims, {}
+        kit.device = dlpack_device(tensor)
+        kit.fields = (flags, data, int(buf.origin.pool.ordinal), n, code, bits, shape_p,
+                      shape_p + 8 * n)
+        _lost = _foreign()._driver.lost_contexts
+    tensor._kit = kit.pointed(asked, version)
 
 
 def _copied(ctx, tensor, consumer, op: str):

@@ -59,7 +59,8 @@ from .dlpack import (
     _err_restore,
 )
 
-__all__ = ["CLEAR", "LOOK_AFTER", "export", "look", "pending", "over"]
+__all__ = ["CLEAR", "LOOK_AFTER", "HEAD_SIZE", "NAMES", "export", "export_head", "look",
+           "pending", "over"]
 
 SLOT = 256  # bytes
 CHUNK = 64  # slots per shared chunk
@@ -90,7 +91,7 @@ def _find_clear() -> int | None:
 
 
 CLEAR = _find_clear()
-_NAMES = (ctypes.addressof(_NAME), ctypes.addressof(_NAME_V))
+NAMES = (ctypes.addressof(_NAME), ctypes.addressof(_NAME_V))
 
 # (ndim, versioned) -> (the block's struct: header, shape, strides; bytes before shape)
 _LAYOUTS: dict[tuple[int, bool], tuple[struct.Struct, int]] = {}
@@ -169,7 +170,7 @@ def export(tensor, shape: tuple, strides: tuple, version, flags: int, data: int,
         else:
             block.pack_into(slot[0], slot[1], data, kind, ordinal, n, code, bits, 1,
                             shape_p, shape_p + 8 * n, 0, 0, deleter, *shape, *strides)
-        capsule = _capsule_new(address, _NAMES[versioned], None)
+        capsule = _capsule_new(address, NAMES[versioned], None)
     except BaseException:  # (nothing was handed out: the slot is free again)
         if slot[5]:
             _free.append(slot)
@@ -180,6 +181,31 @@ def export(tensor, shape: tuple, strides: tuple, version, flags: int, data: int,
     if deleter is _CALLBACK:
         _waiting[address] = (record, release)
     _records.append(record)
+    return capsule
+
+
+HEAD_SIZE = 80  # bytes of a header given to export_head (a legacy one padded with zeros)
+_HEAD = struct.Struct(f"{HEAD_SIZE}s")
+
+
+def export_head(tensor, head: bytes, name: int):
+    """A capsule over ``tensor`` whose block is ``head``, a header of ``HEAD_SIZE`` bytes
+    packed before (its shape and strides elsewhere, its deleter ``CLEAR``); recorded as
+    ``export`` records."""
+    try:
+        slot = _free.popleft()
+    except IndexError:
+        _grow()
+        slot = _free.popleft()
+    try:
+        _HEAD.pack_into(slot[0], slot[1], head)
+        capsule = _capsule_new(slot[2], name, None)
+    except BaseException:  # (nothing was handed out: the slot is free again)
+        _free.append(slot)
+        raise
+    if len(_records) >= _look_at[0]:
+        look()
+    _records.append([slot, tensor, capsule, slot[4]])
     return capsule
 
 
@@ -222,7 +248,7 @@ def _ended(record: list) -> bool:
     """Whether an export whose deleter has not been called ended anyway: its capsule died
     unconsumed. (A consumed capsule is forgotten here; its deleter is still to come.)"""
     if record[2] is not None and _refs(record[2]) == 2:  # only this record holds it
-        if _capsule_name_address(record[2]) in _NAMES:  # not renamed: never consumed
+        if _capsule_name_address(record[2]) in NAMES:  # not renamed: never consumed
             _waiting.pop(record[0][2], None)
             return True
         record[2] = None  # consumed: its deleter is still to come

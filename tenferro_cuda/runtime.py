@@ -277,11 +277,14 @@ class CudaRuntime(Authority):
         if self.closed:
             return
         self.closed = True
+        for ctx in list(self._contexts):  # the usual paths (eager) end here, failure or not
+            ctx.eager = False
         try:
             with self.current():
                 for ctx in list(self._contexts):  # no stream is captured while it closes:
                     if ctx.capture is not None:  # every stream is then waited for
                         ctx.capture.abandon("the runtime's close")
+                        ctx.eager = False  # (the abandon put it back)
                 self.synchronize_all()
                 for ctx in self._contexts:
                     ctx.close()

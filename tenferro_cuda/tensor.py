@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -55,7 +55,7 @@ def _init_view(v: TensorView, base, shape, strides, offset, op: str) -> None:
         raise ValidationError(f"a view needs a Tensor base (got {type(base).__name__})", op=op)
     v.shape, v.strides, v.offset = view_fields(base.size, base.dtype.itemsize, shape, strides,
                                                offset, op)
-    v._base, v.dtype = base, base.dtype
+    v._base, v.dtype, v._kit = base, base.dtype, None
 
 
 def _view(base: Tensor, shape, strides, offset: int, op: str) -> TensorView:
@@ -285,9 +285,10 @@ def _negative_view(flat: np.ndarray, v: _Strided) -> np.ndarray:
 class Tensor(_Strided):
     """An owned, compact row-major tensor on one device, or on the host."""
 
-    __slots__ = ("dtype", "shape", "strides", "offset", "buffer", "host", "__weakref__")
+    __slots__ = ("dtype", "shape", "strides", "offset", "buffer", "host", "_kit", "__weakref__")
     buffer: DeviceBuffer | None
     host: np.ndarray | None
+    _kit: Any  # what repeated DLPack exports share (``_dlpack_export``)
 
     def __init__(self, *args, **kwargs) -> None:
         raise TypeError("Tensor is made by a session (upload_host_tensor, ops) or "
@@ -302,6 +303,7 @@ class Tensor(_Strided):
         t.offset = 0
         t.buffer = buffer
         t.host = host
+        t._kit = None
         return t
 
     @classmethod
@@ -336,8 +338,9 @@ class Tensor(_Strided):
 class TensorView(_Strided):
     """A borrowed strided view of a tensor's storage (bounds checked)."""
 
-    __slots__ = ("_base", "dtype", "shape", "strides", "offset")
+    __slots__ = ("_base", "dtype", "shape", "strides", "offset", "_kit")
     _base: Tensor
+    _kit: Any  # what repeated DLPack exports share (``_dlpack_export``)
 
     def __init__(self, base: Tensor, shape: Sequence[int], strides: Sequence[int],
                  offset: int = 0) -> None:

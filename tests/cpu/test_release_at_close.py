@@ -87,3 +87,44 @@ def test_a_release_at_once_installs_no_hook(fresh, monkeypatch):
     _foreign.release_when_idle(_driver.stream_handle(FAKE_STREAM), released.append, 1,
                                _runtime(0))
     assert released == [1] and runtime_module._close_hooks == []
+
+
+class _Ctx:
+    def __init__(self, capturing: bool = False) -> None:
+        self.eager, self.closed = not capturing, False
+        self.capture = SimpleNamespace(abandon=self._abandon) if capturing else None
+
+    def _abandon(self, reason: str) -> None:  # as CaptureState.finish: eager again
+        self.capture, self.eager = None, not self.closed
+
+    def close(self) -> None:
+        self.closed, self.eager = True, False
+
+
+@pytest.mark.parametrize("fails", [None, "current", "synchronize"])
+def test_a_closing_runtime_turns_the_usual_paths_off_first_even_when_the_close_fails(
+        fresh, fails):
+    """The DLPack export's kit (and the facade's usual path) trust ``ctx.eager``: no
+    context of a closing runtime may keep it, whatever part of the close fails."""
+    rt = _runtime(0)
+    seen: list = []
+
+    def sync():
+        seen.append([ctx.eager for ctx in rt._contexts])  # after the abandons
+        if fails == "synchronize":
+            raise RuntimeError("synchronize failed")
+
+    def current():
+        if fails == "current":
+            raise RuntimeError("no context")
+        return contextlib.nullcontext()
+
+    rt._contexts = [_Ctx(), _Ctx(capturing=True)]
+    rt.synchronize_all, rt.current = sync, current
+    if fails:
+        with pytest.raises(RuntimeError):
+            CudaRuntime.close(rt)  # type: ignore[arg-type]
+    else:
+        CudaRuntime.close(rt)  # type: ignore[arg-type]
+    assert [ctx.eager for ctx in rt._contexts] == [False, False]
+    assert seen == ([] if fails == "current" else [[False, False]])

@@ -64,6 +64,11 @@ class Interop:
         monkeypatch.setattr(_driver, "event_destroy", self._destroy)
         monkeypatch.setattr(_foreign, "copy_on", self._copy_on)
 
+    @property
+    def eager(self) -> bool:
+        """As an ExecContext's: open, its runtime open, not capturing."""
+        return not self.closed and not self.runtime.closed and self.capture is None
+
     # --- recorded driver calls ------------------------------------------------------------
     def _order(self, event, producer, waiter) -> None:
         assert event is not None

@@ -109,6 +109,7 @@ def unary(p: Prep, x: Tensor, out: object = None, value: int = 0, k: int = 1,
         res.offset = 0
         res.buffer = buf
         res.host = None
+        res._kit = None
         po = buf.ptr
     else:
         po = _target(p, out, shape)
@@ -193,6 +194,7 @@ def binary_function(kind: Kind, name: str, into: bool) -> Callable:
             res.offset = 0
             res.buffer = buf
             res.host = None
+            res._kit = None
             po = buf.ptr
         else:
             po = _target(p, out, shape)

@@ -96,8 +96,8 @@ def hot_path(prep: Any, unused_scalars: tuple[bool, ...]) -> Hot:
         for dt, item, j in ochecks:
             buf = alloc(n * item, OP)
             t = _new(Tensor)
-            t.dtype, t.shape, t.strides, t.offset, t.buffer, t.host = \
-                dt, shape, strides, 0, buf, None
+            t.dtype, t.shape, t.strides, t.offset, t.buffer, t.host, t._kit = \
+                dt, shape, strides, 0, buf, None, None
             result.append(t)
             p = buf.ptr
             acc |= p

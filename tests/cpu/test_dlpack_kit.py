@@ -1,0 +1,273 @@
+"""Repeated exports of one tensor (``_dlpack_export``'s kit), on the CPU.
+
+A kit must give the capsule the full path gives, field for field, and must step aside
+whenever something it does not check could have changed: the runtime closed, a capture,
+a lost context, pending work, a reclaimed tensor, another stream, another ``max_version``
+(a list that changed included), ``dl_device`` or ``copy``. The context is
+``reference.dlpack_fakes.Interop``.
+"""
+
+from __future__ import annotations
+
+import gc
+import threading
+
+import numpy as np
+import pytest
+from reference.dlpack_fakes import CONTEXT_ID, OUR_STREAM, Interop, StreamObject, read
+from reference.dlpack_fakes import consume as _consume
+
+from tenferro_cuda import _dlpack_export, _driver, dlpack
+from tenferro_cuda._dlpack_export import live_exports
+from tenferro_cuda.dtypes import DType
+from tenferro_cuda.errors import RuntimeStateError
+from tenferro_cuda.ops import interop
+from tenferro_cuda.tensor import Tensor
+
+PTR = 0xABC0
+V10, V11 = (1, 0), (1, 1)
+
+
+@pytest.fixture
+def fx(monkeypatch):
+    fx = Interop(monkeypatch)
+    fx.alive_checks = 0
+
+    def check_alive(op):
+        fx.alive_checks += 1  # the full path asks; a kit does not
+
+    fx.runtime.check_alive = check_alive
+    return fx
+
+
+def _fields(capsule):
+    """What a consumer reads of a capsule, the block address left out."""
+    info = dlpack.parse_capsule(capsule)
+    return info._replace(managed=0)
+
+
+def _kitted(t, stream, max_version):
+    """Export twice (the second leaves the kit) and drop both."""
+    for _ in range(2):
+        t.__dlpack__(stream=stream, max_version=max_version)
+    gc.collect()
+    kit = t._kit
+    assert type(kit) is _dlpack_export._Kit and kit.asked is max_version
+    return kit
+
+
+TENSORS = {
+    "matrix": lambda fx: fx.tensor(np.arange(12.0).reshape(3, 4)),
+    "scalar": lambda fx: fx.tensor(np.array(7, np.int32)),
+    "empty": lambda fx: fx.tensor(np.zeros((0, 3), np.float32)),
+    "reversed view": lambda fx: fx.tensor(np.arange(24.0).reshape(4, 6))[::-1, 1::2],
+    "bool": lambda fx: fx.tensor(np.array([True, False, True])),
+}
+
+
+# (a legacy capsule of no elements has a null data address: its deleter is the callback,
+# and no kit is made for it)
+CASES = [pytest.param(make, version, stream, id=f"{name}-{vid}-{sid}")
+         for name, make in TENSORS.items()
+         for version, vid in ((V10, "v1.0"), (V11, "v1.1"), (None, "legacy"))
+         for stream, sid in ((-1, "no-sync"), (OUR_STREAM, "own-stream"))
+         if not (name == "empty" and version is None)]
+
+
+@pytest.mark.parametrize("make,max_version,stream", CASES)
+def test_a_kit_gives_the_capsule_of_the_full_path(fx, make, max_version, stream):
+    t = make(fx)
+    want = _fields(t.__dlpack__(stream=stream, max_version=max_version))
+    _kitted(t, stream, max_version)
+    checks = fx.alive_checks
+    capsule = t.__dlpack__(stream=stream, max_version=max_version)
+    assert fx.alive_checks == checks, "the kit was not used"
+    assert _fields(capsule) == want
+    assert t.__dlpack_device__() == (dlpack.DLDeviceType.kDLCUDA, 0)
+    assert fx.orders == []
+    info, owner = _consume(capsule)
+    if t.size:
+        back = read(info.data, t.dtype, 1)
+        assert back[0] == read(t.data_ptr(), t.dtype, 1)[0]
+    assert live_exports(t) == 1
+    del owner, capsule
+    gc.collect()
+    assert live_exports(t) == 0
+
+
+def test_the_first_export_only_marks_a_tensor_and_a_fresh_one_has_no_kit(fx):
+    t = fx.tensor(np.arange(4.0))
+    assert t._kit is None and t[1:]._kit is None
+    t.__dlpack__(stream=-1, max_version=V10)
+    assert t._kit is _dlpack_export._ONCE
+    assert t.__dlpack_device__() == (dlpack.DLDeviceType.kDLCUDA, 0)
+    t.__dlpack__(stream=-1, max_version=V10)
+    assert type(t._kit) is _dlpack_export._Kit
+
+
+def test_a_tensor_made_without_the_field_still_exports(fx):
+    made = fx.tensor(np.arange(4.0))
+    t = object.__new__(Tensor)
+    t.dtype, t.shape, t.strides, t.offset = made.dtype, made.shape, made.strides, 0
+    t.buffer, t.host = made.buffer, None
+    assert t.__dlpack_device__() == (dlpack.DLDeviceType.kDLCUDA, 0)
+    assert _fields(t.__dlpack__(stream=-1, max_version=V10)).shape == (4,)
+
+
+def test_a_legacy_export_of_no_elements_makes_no_kit(fx):
+    t = fx.tensor(np.zeros((0, 3), np.float32))
+    for _ in range(3):
+        assert _fields(t.__dlpack__(stream=-1)).data == 0
+    assert t._kit is None
+
+
+def _closed(fx, t):
+    fx.runtime.closed = True
+
+    def refuse(op):
+        fx.alive_checks += 1
+        raise RuntimeStateError("the runtime of device 0 is closed", op=op)
+
+    fx.runtime.check_alive = refuse
+
+
+class _Capture:
+    def refuse(self, op):
+        raise RuntimeStateError(f"{op} is not allowed during capture", op=op)
+
+
+def _capturing(fx, t):
+    fx.capture = _Capture()
+
+
+def _lost(fx, t):
+    _driver.lost_contexts.add(CONTEXT_ID)
+
+
+def _reclaimed(fx, t):
+    t.base.buffer.release()
+
+
+# (what changes, the error the full path raises then, how many times it asks check_alive)
+STATES = {
+    "runtime closed": (_closed, RuntimeStateError, "closed", 1),
+    "capturing": (_capturing, RuntimeStateError, "during capture", 1),
+    "context lost": (_lost, None, None, 1),
+    "reclaimed": (_reclaimed, RuntimeStateError, "reclaimed", 0),
+}
+
+
+@pytest.mark.parametrize("change,error,text,asks", STATES.values(), ids=STATES.keys())
+def test_a_kit_steps_aside_when_its_tensor_or_runtime_changed(fx, monkeypatch, change, error,
+                                                             text, asks):
+    monkeypatch.setattr(_driver, "lost_contexts", set(_driver.lost_contexts))
+    monkeypatch.setattr(_dlpack_export, "_lost", _driver.lost_contexts)
+    t = fx.tensor(np.arange(6.0))
+    _kitted(t, OUR_STREAM, V10)
+    change(fx, t)
+    checks = fx.alive_checks
+    if error is None:
+        t.__dlpack__(stream=OUR_STREAM, max_version=V10)
+    else:
+        with pytest.raises(error, match=text):
+            t.__dlpack__(stream=OUR_STREAM, max_version=V10)
+    assert fx.alive_checks == checks + asks, "the kit answered"
+
+
+def test_pending_work_is_enqueued_before_a_kit_export(fx):
+    t = fx.tensor(np.arange(6.0))
+    _kitted(t, -1, V10)
+    ran: list = []
+    fx.pending.append(lambda: ran.append("flushed"))
+    fx.flush = lambda: [fx.pending.pop(0)() for _ in list(fx.pending)]
+    t.__dlpack__(stream=-1, max_version=V10)
+    assert ran == ["flushed"] and fx.pending == []
+
+
+@pytest.mark.parametrize("stream,waiter", [(PTR, PTR), (None, 1), (2, 2),
+                                           (StreamObject(PTR), PTR)],
+                         ids=["pointer", "none", "per-thread", "protocol"])
+def test_another_consumer_stream_is_still_ordered(fx, stream, waiter):
+    t = fx.tensor(np.arange(6.0))
+    _kitted(t, OUR_STREAM, V10)
+    capsule = t.__dlpack__(stream=stream, max_version=V10)
+    assert fx.orders == [(waiter, OUR_STREAM)]
+    info, owner = _consume(capsule)
+    del owner, capsule
+    gc.collect()
+    assert live_exports(t) == 0
+
+
+def test_an_equal_max_version_of_another_object_gives_the_same_capsule(fx):
+    t = fx.tensor(np.arange(6.0))
+    _kitted(t, -1, V10)
+    other = tuple([1, 0])
+    assert other is not V10
+    assert _fields(t.__dlpack__(stream=-1, max_version=other)).versioned
+    assert t._kit.asked is other
+    assert not _fields(t.__dlpack__(stream=-1, max_version=None)).versioned
+    assert t._kit.asked is None
+
+
+def test_a_list_max_version_is_read_each_time(fx):
+    t = fx.tensor(np.arange(6.0))
+    asked = [1, 0]
+    for _ in range(3):
+        assert _fields(t.__dlpack__(stream=-1, max_version=asked)).versioned
+    assert t._kit is None  # (a list is never remembered)
+    asked[0] = 0  # the same list now asks for a legacy capsule
+    assert not _fields(t.__dlpack__(stream=-1, max_version=asked)).versioned
+
+
+def test_dl_device_and_copy_after_a_kit(fx):
+    t = fx.tensor(np.arange(6.0))
+    _kitted(t, -1, V10)
+    with pytest.raises(BufferError, match="CUDA device 0"):
+        t.__dlpack__(stream=-1, max_version=V10, dl_device=(2, 1))
+    copied = _fields(t.__dlpack__(stream=-1, max_version=V10, copy=True))
+    assert copied.flags == dlpack.FLAG_IS_COPIED and copied.data != t.data_ptr()
+    same = _fields(t.__dlpack__(stream=-1, max_version=V10, copy=False, dl_device=(2, 0)))
+    assert same.flags == 0 and same.data == t.data_ptr()
+
+
+def test_a_read_only_tensor_keeps_its_flag_and_its_refusal(fx):
+    base = np.arange(6.0)
+    fx.keep.append(base)
+    owner = dlpack.ForeignOwner(0, None, readonly=True)
+    t = interop._adopt(fx, base.ctypes.data, DType.FLOAT64, (6,), None, owner)
+    _kitted(t, -1, V10)
+    info = _fields(t.__dlpack__(stream=-1, max_version=V10))
+    assert info.readonly and info.flags == dlpack.FLAG_READ_ONLY
+    with pytest.raises(BufferError, match="read-only"):
+        t.__dlpack__(stream=-1)
+
+
+def test_an_unconsumed_kit_capsule_ends_when_it_dies(fx):
+    t = fx.tensor(np.arange(6.0))
+    _kitted(t, -1, V10)
+    capsule = t.__dlpack__(stream=-1, max_version=V10)
+    assert live_exports(t) == 1
+    del capsule
+    gc.collect()
+    assert live_exports(t) == 0
+
+
+def test_threads_each_get_the_capsule_they_asked_for(fx):
+    t = fx.tensor(np.arange(6.0))
+    asks = [V10, None, V11, tuple([1, 0])]
+    wrong: list = []
+
+    def work(asked):
+        for _ in range(300):
+            info = _fields(t.__dlpack__(stream=-1, max_version=asked))
+            if info.versioned != (asked is not None):
+                wrong.append(asked)
+
+    threads = [threading.Thread(target=work, args=(a,)) for a in asks]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert wrong == []
+    gc.collect()
+    assert live_exports(t) == 0
