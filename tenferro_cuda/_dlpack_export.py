@@ -26,13 +26,13 @@
 - **Repeated exports of one tensor** take a shorter path. The first export that needs
   nothing ordered and no callback (``stream=`` -1 or the tensor's own stream, no
   ``dl_device``, no copy) marks the tensor; the second leaves a ``_Kit`` on it: the
-  tensor's shape and strides packed once, and for the ``max_version`` object last asked
-  (consumers pass a constant tuple), the capsule's header packed once, pointing at them.
-  A later call with the same ``max_version`` object, such a stream and no
-  ``dl_device``/copy checks only what can change -- the runtime open, not capturing and
-  not lost (``ctx.eager``, ``lost_contexts``), no pending work, the tensor not reclaimed
-  -- and hands the header to ``_dlpack_slots.export_head``. Anything else takes the full
-  path, which keeps the kit up to date.
+  tensor's shape and strides packed once, and for the ``max_version`` last asked, the
+  capsule's header packed once, pointing at them. A later call with that ``max_version``
+  (the same tuple, as PyTorch passes, or an equal tuple of two ints, as CuPy makes for
+  each call), such a stream and no ``dl_device``/copy checks only what can change -- the
+  runtime open, not capturing and not lost (``ctx.eager``, ``lost_contexts``), no pending
+  work, the tensor not reclaimed -- and hands the header to ``_dlpack_slots.export_head``.
+  Anything else takes the full path, which keeps the kit up to date.
 """
 
 from __future__ import annotations
@@ -164,9 +164,12 @@ def export_capsule(tensor, *, stream=None, max_version=None, dl_device=None, cop
         kit = tensor._kit
     except AttributeError:  # (a tensor made without one)
         kit = tensor._kit = None
-    if kit is not None and max_version is kit.asked and type(stream) is int \
-            and (stream == -1 or stream == kit.own) and dl_device is None \
-            and (copy is None or copy is False):
+    if kit is not None and type(stream) is int and (stream == -1 or stream == kit.own) \
+            and dl_device is None and (copy is None or copy is False) \
+            and (max_version is kit.asked
+                 or type(max_version) is tuple and len(max_version) == 2  # (a new tuple
+                 and type(max_version[0]) is int is type(max_version[1])  # each call:
+                 and max_version == kit.asked):  # CuPy's)
         ctx = kit.ctx
         if ctx.eager and not ctx.pending and kit.buf.home is not None \
                 and ctx.context_id not in _lost:
@@ -264,7 +267,7 @@ class _Kit:
 
 
 _ONCE = _Kit()  # the mark of a tensor exported once (``asked`` matches nothing)
-_ONCE.asked = object()
+_ONCE.asked, _ONCE.own = object(), 0
 
 
 def _remember(tensor, kit, ctx, buf, own: int, asked, version, flags: int, data: int,

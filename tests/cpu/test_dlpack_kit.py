@@ -198,15 +198,52 @@ def test_another_consumer_stream_is_still_ordered(fx, stream, waiter):
     assert live_exports(t) == 0
 
 
-def test_an_equal_max_version_of_another_object_gives_the_same_capsule(fx):
+def test_an_equal_max_version_of_another_object_takes_the_kit(fx):
+    """CuPy makes a new ``(1, 0)`` for each call: an equal tuple of two ints is enough."""
     t = fx.tensor(np.arange(6.0))
     _kitted(t, -1, V10)
-    other = tuple([1, 0])
-    assert other is not V10
-    assert _fields(t.__dlpack__(stream=-1, max_version=other)).versioned
-    assert t._kit.asked is other
+    checks = fx.alive_checks
+    for _ in range(3):
+        other = tuple([1, 0])
+        assert other is not V10
+        assert _fields(t.__dlpack__(stream=-1, max_version=other)).versioned
+    assert fx.alive_checks == checks and t._kit.asked is V10
     assert not _fields(t.__dlpack__(stream=-1, max_version=None)).versioned
-    assert t._kit.asked is None
+    assert t._kit.asked is None and fx.alive_checks == checks + 1
+
+
+class _Odd:
+    """An element whose comparison raises."""
+
+    def __eq__(self, other):
+        raise RuntimeError("compared")
+
+    __hash__ = object.__hash__
+
+
+# (max_version, what the full path answers: the error, or True for a versioned capsule)
+ODD_VERSIONS = {
+    "float": ((1.0, 0), BufferError),
+    "bool": ((True, 0), True),
+    "numpy ints": ((np.int64(1), np.int64(0)), True),
+    "one element": ((1,), BufferError),
+    "three elements": ((1, 0, 0), BufferError),
+    "raising element": ((_Odd(), 0), BufferError),
+    "tuple subclass": (type("T", (tuple,), {})((1, 0)), True),
+}
+
+
+@pytest.mark.parametrize("asked,answer", ODD_VERSIONS.values(), ids=ODD_VERSIONS.keys())
+def test_an_odd_max_version_after_a_kit_is_answered_as_the_full_path_answers(fx, asked,
+                                                                           answer):
+    t = fx.tensor(np.arange(6.0))
+    _kitted(t, -1, V10)
+    if answer is True:
+        assert _fields(t.__dlpack__(stream=-1, max_version=asked)).versioned
+    else:
+        with pytest.raises(answer, match="max_version"):
+            t.__dlpack__(stream=-1, max_version=asked)
+    assert t._kit.asked is V10 or t._kit.asked is asked
 
 
 def test_a_list_max_version_is_read_each_time(fx):

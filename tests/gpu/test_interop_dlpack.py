@@ -18,7 +18,6 @@ from gpu_util import down, up
 
 import tenferro_cuda as tc
 from tenferro_cuda._dlpack_export import live_exports
-from tenferro_cuda.ops import interop
 from tenferro_cuda.runtime import CudaRuntime
 from tenferro_cuda.tensor import Tensor, TensorView
 
@@ -229,46 +228,52 @@ def test_empty_and_rank0(s):
     assert tuple(z.shape) == (0, 4)
 
 
-def _our_stream_current(p, handle: int):
-    """The peer's current stream made ours for a block (it passes that to ``__dlpack__``)."""
+def _our_stream_current(p, stream):
+    """The peer's current stream made ``stream`` (ours) for a block: it passes that stream
+    to ``__dlpack__``."""
     if p.name == "torch":
-        return p.torch.cuda.stream(p.torch.cuda.ExternalStream(handle))
-    return p.cupy.cuda.ExternalStream(handle)
+        return p.torch.cuda.stream(p.torch.cuda.ExternalStream(int(stream)))
+    return p.cupy.cuda.Stream.from_external(stream)
 
 
 @pytest.mark.parametrize("peer_name", ["torch", "cupy"])
 @pytest.mark.parametrize("view", ["contiguous", "step"])
-def test_repeated_exports_on_our_stream_stay_exact_and_checked(peer_name, view):
+def test_repeated_exports_on_our_stream_stay_exact_and_checked(s, peer_name, view):
     """A tensor exported again and again to a peer whose current stream is ours takes the
     kit (``_dlpack_export``): the peer still gets the same memory and values; the kit
-    steps aside once the tensor is reclaimed or its runtime closed."""
+    steps aside once the tensor is reclaimed."""
     p = peer(peer_name)
+    base = sample(tc.float32)
+    whole, other = up(s, base), up(s, base + 1)
+    t = VIEWS[view](whole)
+    with _our_stream_current(p, s.stream):
+        for _ in range(4):
+            x, y = p.from_dlpack(t), p.from_dlpack(other)
+            assert p.ptr(x) == t.data_ptr() and p.ptr(y) == other.data_ptr()
+            del x, y
+        x = p.from_dlpack(t)
+        _equal(p.numpy(x), VIEWS[view](base))
+        _equal(p.numpy(p.from_dlpack(other)), base + 1)
+    assert type(t._kit).__name__ == "_Kit" and type(other._kit).__name__ == "_Kit"
+    assert live_exports(t) == 1
+    del x
+    gc.collect()
+    assert live_exports(t) == 0
+    s.reclaim_buffer(whole)
+    with pytest.raises(tc.RuntimeStateError, match="reclaimed"):
+        t.__dlpack__(stream=int(s.stream), max_version=(1, 0))
+
+
+def test_a_kit_steps_aside_once_its_runtime_is_closed():
     rt = CudaRuntime.create_separate(0)
     try:
         ctx = rt.exec_context()
-        base = sample(tc.float32)
         with rt.current():
-            whole = interop.from_dlpack(ctx, p.make(base))
-            other = interop.from_dlpack(ctx, p.make(base + 1))
-        t = VIEWS[view](whole)
-        own = int(ctx.stream)
-        with _our_stream_current(p, own):
-            for _ in range(4):
-                x, y = p.from_dlpack(t), p.from_dlpack(other)
-                assert p.ptr(x) == t.data_ptr() and p.ptr(y) == other.data_ptr()
-                del x, y
-            x = p.from_dlpack(t)
-            _equal(p.numpy(x), VIEWS[view](base))
-            _equal(p.numpy(p.from_dlpack(other)), base + 1)
-        assert type(t._kit).__name__ == "_Kit" and type(other._kit).__name__ == "_Kit"
-        assert live_exports(t) == 1
-        del x
-        gc.collect()
-        assert live_exports(t) == 0
-        whole.buffer.release()  # (what reclaim_buffer does to adopted memory)
-        with pytest.raises(tc.RuntimeStateError, match="reclaimed"):
-            t.__dlpack__(stream=own, max_version=(1, 0))
+            t = Tensor._make(tc.float32, (4, 4), buffer=rt.pool.alloc(64, ctx.stream))
+        for _ in range(3):
+            t.__dlpack__(stream=-1, max_version=(1, 0))
+        assert type(t._kit).__name__ == "_Kit"
     finally:
         rt.close()
-    with pytest.raises(tc.RuntimeStateError, match="closed"):
-        other.__dlpack__(stream=own, max_version=(1, 0))
+    with pytest.raises(tc.RuntimeStateError, match="closed|reclaimed"):
+        t.__dlpack__(stream=-1, max_version=(1, 0))
