@@ -31,8 +31,9 @@
   (the same tuple, as PyTorch passes, or an equal tuple of two ints, as CuPy makes for
   each call), such a stream and no ``dl_device``/copy checks only what can change -- the
   runtime open, not capturing and not lost (``ctx.eager``, ``lost_contexts``), no pending
-  work, the tensor not reclaimed -- and hands the header to ``_dlpack_slots.export_head``.
-  Anything else takes the full path, which keeps the kit up to date.
+  work, the tensor not reclaimed -- and hands the header to ``_dlpack_lease.export``,
+  which reuses a block of the tensor's own once its consumer let go. Anything else
+  takes the full path, which keeps the kit up to date.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ import operator
 import threading
 from typing import Any
 
+from . import _dlpack_lease as _lease
 from . import _dlpack_slots as _slots
 from .dlpack import (
     _CODE_BITS,
@@ -173,7 +175,7 @@ def export_capsule(tensor, *, stream=None, max_version=None, dl_device=None, cop
         ctx = kit.ctx
         if ctx.eager and not ctx.pending and kit.buf.home is not None \
                 and ctx.context_id not in _lost:
-            return _slots.export_head(tensor, kit.head, kit.name)
+            return _lease.export(tensor, kit.holder, kit.head, kit.name)
     op = "__dlpack__"
     buf = tensor.buffer if type(tensor) is Tensor else tensor.base.buffer
     if buf is None:
@@ -233,8 +235,8 @@ class _Kit:
     another ``max_version`` gets a new kit (``pointed``), so a call on another thread
     reads one consistent kit."""
 
-    __slots__ = ("ctx", "buf", "own", "device", "dims", "fields", "heads", "asked", "head",
-                 "name")
+    __slots__ = ("ctx", "buf", "own", "device", "dims", "fields", "heads", "holder", "asked",
+                 "head", "name")
     ctx: Any  # the ExecContext of the tensor's memory
     buf: Any  # the tensor's DeviceBuffer
     own: int  # the handle of its stream
@@ -242,6 +244,7 @@ class _Kit:
     dims: bytearray  # shape, then strides (int64), which every header points at
     fields: tuple[int, ...]  # flags, data, ordinal, ndim, code, bits, shape and strides at
     heads: dict[Any, bytes]  # version (None: legacy) -> header
+    holder: list  # the tensor's resident record, once exported (``_dlpack_lease``)
     asked: object  # the max_version object the calls pass
     head: bytes  # its header
     name: int  # the address of its capsule name
@@ -261,7 +264,8 @@ class _Kit:
             self.heads[version] = head
         kit = _Kit()
         kit.ctx, kit.buf, kit.own, kit.device = self.ctx, self.buf, self.own, self.device
-        kit.dims, kit.fields, kit.heads = self.dims, self.fields, self.heads
+        kit.dims, kit.fields, kit.heads, kit.holder = self.dims, self.fields, self.heads, \
+            self.holder
         kit.asked, kit.head, kit.name = asked, head, _slots.NAMES[version is not None]
         return kit
 
@@ -286,6 +290,7 @@ def _remember(tensor, kit, ctx, buf, own: int, asked, version, flags: int, data:
         shape_p = ctypes.addressof((ctypes.c_char * len(dims)).from_buffer(dims))
         kit = _Kit()
         kit.ctx, kit.buf, kit.own, kit.dims, kit.heads = ctx, buf, own, dims, {}
+        kit.holder = []
         kit.device = dlpack_device(tensor)
         kit.fields = (flags, data, int(buf.origin.pool.ordinal), n, code, bits, shape_p,
                       shape_p + 8 * n)

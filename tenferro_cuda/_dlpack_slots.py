@@ -59,8 +59,8 @@ from .dlpack import (
     _err_restore,
 )
 
-__all__ = ["CLEAR", "LOOK_AFTER", "HEAD_SIZE", "NAMES", "export", "export_head", "look",
-           "pending", "over"]
+__all__ = ["CLEAR", "LOOK_AFTER", "HEAD", "HEAD_SIZE", "NAMES", "export", "export_head",
+           "own_block", "resident", "look", "look_after", "pending", "over"]
 
 SLOT = 256  # bytes
 CHUNK = 64  # slots per shared chunk
@@ -125,7 +125,7 @@ def _grow() -> None:
                  for k in range(CHUNK))
 
 
-def _own_block(size: int) -> Slot:
+def own_block(size: int) -> Slot:
     """A block of its own for a tensor of more dimensions than a slot holds."""
     chunk = bytearray(max(size, _PROBE))  # given back to nobody
     base = ctypes.addressof((ctypes.c_char * len(chunk)).from_buffer(chunk))
@@ -133,6 +133,9 @@ def _own_block(size: int) -> Slot:
 
 
 # records: [slot, tensor, capsule or None, index of the word that ends it]
+# resident records of ``_dlpack_lease`` (a block of a tensor's own, reused in place):
+# id -> [block, tensor or None, capsule or None, index of the word, token, words]
+resident: dict[int, list] = {}
 _records: deque[list] = deque()
 _look_at = [LOOK_AFTER]
 # address of a block whose deleter is the callback -> (its record, its release or None)
@@ -155,7 +158,7 @@ def export(tensor, shape: tuple, strides: tuple, version, flags: int, data: int,
             _grow()
             slot = _free.popleft()
     else:
-        slot = _own_block(block.size)
+        slot = own_block(block.size)
     address = slot[2]
     shape_p = address + head
     if release is None and CLEAR is not None and (versioned or data):
@@ -185,7 +188,7 @@ def export(tensor, shape: tuple, strides: tuple, version, flags: int, data: int,
 
 
 HEAD_SIZE = 80  # bytes of a header given to export_head (a legacy one padded with zeros)
-_HEAD = struct.Struct(f"{HEAD_SIZE}s")
+HEAD = struct.Struct(f"{HEAD_SIZE}s")
 
 
 def export_head(tensor, head: bytes, name: int):
@@ -198,7 +201,7 @@ def export_head(tensor, head: bytes, name: int):
         _grow()
         slot = _free.popleft()
     try:
-        _HEAD.pack_into(slot[0], slot[1], head)
+        HEAD.pack_into(slot[0], slot[1], head)
         capsule = _capsule_new(slot[2], name, None)
     except BaseException:  # (nothing was handed out: the slot is free again)
         _free.append(slot)
@@ -279,26 +282,60 @@ def look() -> None:
     for record in ended:
         if record[0][5]:
             _free.append(record[0])
+    if resident:
+        ended.extend(_look_resident())
     del ended  # the tensors go here, after the bookkeeping
+
+
+def look_after() -> int:
+    """How many records (or resident records) start a look."""
+    return _look_at[0]
+
+
+def _look_resident() -> list:
+    """End the resident records whose consumer let go (``_dlpack_lease``'s module doc):
+    the word zero, or the capsule dropped unconsumed (its word is then zeroed, so that
+    the block is reused). Returns the tensors they held."""
+    dropped = []
+    for record in list(resident.values()):
+        token = record[4]
+        try:
+            token.pop()
+        except IndexError:  # an export is reusing it now: the next look
+            continue
+        try:
+            words, watch, capsule = record[0][3], record[3], record[2]
+            if words[watch] != 0:
+                if capsule is None or _refs(capsule) != 3 \
+                        or _capsule_name_address(capsule) not in NAMES:
+                    continue  # held (or consumed, its deleter still to come)
+                words[watch] = 0  # dropped unconsumed
+            del capsule
+            resident.pop(id(record), None)
+            dropped.append(record[1])
+            record[1] = None
+        finally:
+            token.append(True)
+    return dropped
 
 
 def pending(tensor=None) -> int:
     """How many exports (of ``tensor``, or all) are still held."""
     look()
     if tensor is None:
-        return len(_records)
-    return sum(1 for record in list(_records) if record[1] is tensor)
+        return len(_records) + len(resident)
+    return sum(1 for record in [*_records, *resident.values()] if record[1] is tensor)
 
 
 def over(buffer) -> int:
     """How many exports over ``buffer`` (any tensor or view of it) are still held."""
     look()
-    return sum(1 for record in list(_records)
+    return sum(1 for record in [*_records, *resident.values()]
                if record[1] is not None and record[1].base.buffer is buffer)
 
 
 def _after_full_collection(phase: str, info: dict) -> None:
-    if phase == "stop" and info.get("generation") == 2 and _records:
+    if phase == "stop" and info.get("generation") == 2 and (_records or resident):
         look()
 
 

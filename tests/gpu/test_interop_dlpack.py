@@ -17,6 +17,7 @@ import pytest
 from gpu_util import down, up
 
 import tenferro_cuda as tc
+from tenferro_cuda import _foreign
 from tenferro_cuda._dlpack_export import live_exports
 from tenferro_cuda.runtime import CudaRuntime
 from tenferro_cuda.tensor import Tensor, TensorView
@@ -264,12 +265,15 @@ def test_repeated_exports_on_our_stream_stay_exact_and_checked(s, peer_name, vie
         t.__dlpack__(stream=int(s.stream), max_version=(1, 0))
 
 
-def test_a_kit_steps_aside_once_its_runtime_is_closed():
+def test_a_kit_steps_aside_once_its_runtime_is_closed(monkeypatch):
     rt = CudaRuntime.create_separate(0)
     try:
         ctx = rt.exec_context()
+        # (a separate runtime is in no registry: its arena is made known to the export
+        # by hand, as the registry would make that of a session's runtime)
+        monkeypatch.setitem(_foreign._by_arena, id(ctx.home), (ctx.home, ctx))
         with rt.current():
-            t = Tensor._make(tc.float32, (4, 4), buffer=rt.pool.alloc(64, ctx.stream))
+            t = Tensor._make(tc.float32, (4, 4), buffer=ctx.home.alloc(64, "test"))
         for _ in range(3):
             t.__dlpack__(stream=-1, max_version=(1, 0))
         assert type(t._kit).__name__ == "_Kit"
