@@ -31,8 +31,10 @@ here unless the release has work to do:
   stays with us a little longer than the consumer holds it, never less.
 
 Blocks are 256-byte slots of shared chunks (a tensor of up to 10 dimensions); a larger
-one gets a block of its own. A slot is reused only after its record ended, and after
-every other free slot (first in, first out).
+one gets a block of its own. A tensor exported again and again reuses a block of its own
+in place (``_dlpack_lease``): its *resident* record is registered here (``resident``), and
+each look ends it as it ends a record, dropping its tensor. A slot is reused only after
+its record ended, and after every other free slot (first in, first out).
 """
 
 from __future__ import annotations
