@@ -126,6 +126,18 @@ class _Strided:
             raise RuntimeStateError("a host tensor has no device address", op="data_ptr")
         return buf.ptr + self.offset * self.dtype.itemsize
 
+    def __copy__(self):
+        """``copy.copy``: another tensor object over the same storage. What repeated DLPack
+        exports of this object share (``_dlpack_export``'s kit) stays with it: the copy
+        is exported, and its exports are counted, as its own."""
+        cls = type(self)
+        new = object.__new__(cls)
+        for name in cls.__slots__:
+            if name != "__weakref__" and hasattr(self, name):
+                setattr(new, name, getattr(self, name))
+        new._kit = None
+        return new
+
     # --- views ------------------------------------------------------------------------
     def view(self, shape: Sequence[int], strides: Sequence[int], offset: int = 0) -> TensorView:
         """A view of this storage; ``strides``/``offset`` in elements of the base."""

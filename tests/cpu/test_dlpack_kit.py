@@ -308,3 +308,23 @@ def test_threads_each_get_the_capsule_they_asked_for(fx):
     assert wrong == []
     gc.collect()
     assert live_exports(t) == 0
+
+
+def test_a_copy_of_a_tensor_has_no_kit_and_counts_its_own_exports(fx):
+    import copy
+
+    t = fx.tensor(np.arange(6.0))
+    _kitted(t, -1, V10)
+    c = copy.copy(t)
+    assert c._kit is None and c.buffer is t.buffer and c.shape == t.shape
+    held = []
+    for _ in range(3):
+        info, owner = _consume(c.__dlpack__(stream=-1, max_version=V10))
+        held.append(owner)
+    assert type(c._kit) is _dlpack_export._Kit and c._kit is not t._kit
+    assert live_exports(c) == 3 and live_exports(t) == 0
+    v = t[1:]
+    assert copy.copy(v)._kit is None and copy.copy(v).offset == 1
+    del held, owner
+    gc.collect()
+    assert live_exports(c) == 0

@@ -43,7 +43,7 @@ def _leased(t, max_version=V10):
         t.__dlpack__(stream=-1, max_version=max_version)
     _dlpack_slots.look()
     holder = t._kit.holder
-    assert len(holder) == 1 and not _dlpack_slots.resident
+    assert len(holder) == 1 and id(holder[0]) not in _dlpack_slots.resident
     return holder[0][0][2]
 
 
@@ -149,13 +149,14 @@ def test_the_tensor_lives_while_its_block_is_held_and_goes_after(fx):
 def test_a_full_collection_and_an_unconsumed_death_end_the_resident_record(fx):
     t = fx.tensor(np.arange(6.0))
     own = _leased(t)
+    record = t._kit.holder[0]
     gc.collect()
-    assert live_exports(t) == 0 and not _dlpack_slots.resident
+    assert live_exports(t) == 0 and id(record) not in _dlpack_slots.resident
     capsule = t.__dlpack__(stream=-1, max_version=V10)  # registered again
-    assert len(_dlpack_slots.resident) == 1 and live_exports(t) == 1
+    assert id(record) in _dlpack_slots.resident and live_exports(t) == 1
     del capsule  # never consumed: its word stays; a look sees the capsule died
     gc.collect()
-    assert not _dlpack_slots.resident
+    assert id(record) not in _dlpack_slots.resident
     assert _fields_of(t.__dlpack__(stream=-1, max_version=V10)).managed == own
 
 
@@ -210,7 +211,7 @@ def test_threads_and_looks_never_share_a_held_block(fx):
     assert errors == []
     held.clear()
     gc.collect()
-    assert live_exports(t) == 0 and not _dlpack_slots.resident
+    assert live_exports(t) == 0 and id(t._kit.holder[0]) not in _dlpack_slots.resident
     assert sys.getrefcount(t) == refs
     assert len(t._kit.holder) >= 1
 
@@ -242,3 +243,45 @@ def test_a_failed_capsule_leaves_the_block_free(fx, monkeypatch):
             t.__dlpack__(stream=-1, max_version=V10)
     assert _fields_of(t.__dlpack__(stream=-1, max_version=V10)).managed == own
     del kept
+
+
+class _AsHost:
+    """Hands numpy (a C consumer) our capsule with its device set to kDLCPU, and notes
+    the block of each capsule."""
+
+    def __init__(self, tensor):
+        self.tensor, self.blocks = tensor, []
+
+    def __dlpack__(self, stream=None, max_version=None, dl_device=None, copy=None):
+        capsule = self.tensor.__dlpack__(stream=-1, max_version=V10)
+        info = dlpack.parse_capsule(capsule)
+        managed = dlpack.DLManagedTensorVersioned.from_address(info.managed)
+        managed.dl_tensor.device.device_type = dlpack.DLDeviceType.kDLCPU
+        self.blocks.append(info.managed)
+        return capsule
+
+    def __dlpack_device__(self):
+        return (1, 0)
+
+
+def test_numpy_as_the_consumer_of_a_tensor_exported_again_and_again(fx):
+    """numpy renames the capsule and calls ``sigemptyset`` on the block when its array
+    goes: the block and the capsule come back, and arrays held at once never share one."""
+    t = fx.tensor(np.arange(12.0).reshape(3, 4))
+    v = t.T
+    want = np.arange(12.0).reshape(3, 4).T
+    host = _AsHost(v)
+    held = [np.from_dlpack(host) for _ in range(3)]  # (the third takes the kit's block)
+    own = v._kit.holder[0][0][2]
+    assert len(set(host.blocks)) == 3 and host.blocks[2] == own
+    for got in held:
+        np.testing.assert_array_equal(got, want)
+    del got
+    held.clear()  # numpy lets go: sigemptyset on each block
+    for _ in range(5):
+        got = np.from_dlpack(host)
+        np.testing.assert_array_equal(got, want)
+        assert host.blocks[-1] == own  # reused in place
+        del got
+    gc.collect()
+    assert live_exports(v) == 0 and id(v._kit.holder[0]) not in _dlpack_slots.resident
