@@ -285,3 +285,23 @@ def test_numpy_as_the_consumer_of_a_tensor_exported_again_and_again(fx):
         del got
     gc.collect()
     assert live_exports(v) == 0 and id(v._kit.holder[0]) not in _dlpack_slots.resident
+
+
+def test_a_record_whose_token_is_taken_is_left_alone(fx):
+    """The token is what keeps a look and an export on two threads off one record: with
+    it taken (as by the other side, mid-change), a look leaves the record as it is and an
+    export takes a shared slot; given back, both go on."""
+    t = fx.tensor(np.arange(6.0))
+    own = _leased(t)
+    info, owner = _consume(t.__dlpack__(stream=-1, max_version=V10))
+    record = t._kit.holder[0]
+    del owner  # released: a look would end the record
+    record[4].pop()  # taken
+    _dlpack_slots.look()
+    assert id(record) in _dlpack_slots.resident and record[1] is t
+    other = _fields_of(t.__dlpack__(stream=-1, max_version=V10))
+    assert other.managed != own
+    record[4].append(True)  # given back
+    _dlpack_slots.look()
+    assert id(record) not in _dlpack_slots.resident and record[1] is None
+    assert _fields_of(t.__dlpack__(stream=-1, max_version=V10)).managed == own
