@@ -24,6 +24,11 @@ over a block of its own:
   the record -- a kit export or a look, on any thread -- and put back after: the other
   leaves the record alone meanwhile (a look skips it until its next run; an export takes
   a shared slot). While the consumer holds the block, the export takes a shared slot too.
+- **A consumer that calls the deleter twice** (against the protocol) clears whatever the
+  block holds by then: with a shared slot, a slot given back is handed out again as late
+  as can be (``_dlpack_slots``), so the stale call lands on a free slot; the tensor's own
+  block is handed out again at once, so the stale call may clear a later export of the
+  same tensor, which is then ended early.
 """
 
 from __future__ import annotations
