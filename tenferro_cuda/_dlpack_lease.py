@@ -28,7 +28,8 @@ over a block of its own:
   block holds by then: with a shared slot, a slot given back is handed out again as late
   as can be (``_dlpack_slots``), so the stale call lands on a free slot; the tensor's own
   block is handed out again at once, so the stale call may clear a later export of the
-  same tensor, which is then ended early.
+  same tensor, which a look then ends early: if nothing else holds the tensor, its memory
+  may go while that later consumer still reads it.
 """
 
 from __future__ import annotations
