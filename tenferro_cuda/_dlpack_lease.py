@@ -80,13 +80,17 @@ def _find_fields() -> int | None:
 FIELDS = _find_fields()
 
 
+def _words_of(capsule) -> memoryview | None:
+    """The words of a new capsule, if the probe found where they lie."""
+    return _words_at(capsule, FIELDS) if FIELDS is not None else None
+
+
 def _first(tensor, holder: list, head: bytes, name: int):
     """The first export of a kit: its block, capsule and record, made and registered."""
     block = _slots.own_block(_slots.HEAD_SIZE)
     _pack(block[0], 0, head)
     capsule = _capsule_new(block[2], name, None)
-    words = _words_at(capsule, FIELDS) if FIELDS is not None else None
-    record = [block, tensor, capsule, block[4], [True], words]
+    record = [block, tensor, capsule, block[4], [True], _words_of(capsule)]
     _resident[id(record)] = record
     holder.append(record)
     if len(_resident) >= _slots.look_after():
@@ -121,7 +125,7 @@ def export(tensor, holder: list, head: bytes, name: int):
                 block[3][record[3]] = 0
                 raise
             record[2] = capsule
-            record[5] = _words_at(capsule, FIELDS) if FIELDS is not None else None
+            record[5] = _words_of(capsule)
         if record[1] is None:  # a look ended it: registered again
             record[1] = tensor
             _resident[id(record)] = record
