@@ -23,17 +23,20 @@
   any other S may be destroyed by then, and its consumer must have finished with the
   memory, as PyTorch and CuPy require for memory they import: nothing is ordered, and the
   deleter is a C function that runs no Python.
-- **Repeated exports of one tensor** take a shorter path. The first export that needs
-  nothing ordered and no callback (``stream=`` -1 or the tensor's own stream, no
-  ``dl_device``, no copy) marks the tensor; the second leaves a ``_Kit`` on it: the
+- **Repeated exports of one tensor** take a shorter path. The first export to the
+  tensor's own stream, to ``stream=-1`` or to a default stream (None, 1 or 2), with no
+  ``dl_device`` and no copy, marks the tensor; the second leaves a ``_Kit`` on it: the
   tensor's shape and strides packed once, and for the ``max_version`` last asked, the
-  capsule's header packed once, pointing at them. A later call with that ``max_version``
-  (the same tuple, as PyTorch passes, or an equal tuple of two ints, as CuPy makes for
-  each call), such a stream and no ``dl_device``/copy checks only what can change -- the
-  runtime open, not capturing and not lost (``ctx.eager``, ``lost_contexts``), no pending
-  work, the tensor not reclaimed -- and hands the header to ``_dlpack_lease.export``,
-  which reuses a block of the tensor's own once its consumer let go. Anything else
-  takes the full path, which keeps the kit up to date.
+  capsule's header packed once, pointing at them (twice: with each deleter). A later
+  call with that ``max_version`` (the same tuple, as PyTorch passes, or an equal tuple
+  of two ints, as CuPy makes for each call), such a stream and no ``dl_device``/copy
+  checks only what can change -- the runtime open, not capturing and not lost
+  (``ctx.eager``, ``lost_contexts``), no pending work, the tensor not reclaimed. For
+  -1 or the tensor's own stream it hands the header to ``_dlpack_lease.export``, which
+  reuses a block of the tensor's own once its consumer let go; for a default stream it
+  orders that stream after the tensor's and takes a shared slot whose deleter is the
+  release callback, as the full path does. Anything else takes the full path, which
+  keeps the kit up to date.
 """
 
 from __future__ import annotations
@@ -166,8 +169,7 @@ def export_capsule(tensor, *, stream=None, max_version=None, dl_device=None, cop
         kit = tensor._kit
     except AttributeError:  # (a tensor made without one)
         kit = tensor._kit = None
-    if kit is not None and type(stream) is int and (stream == -1 or stream == kit.own) \
-            and dl_device is None and (copy is None or copy is False) \
+    if kit is not None and dl_device is None and (copy is None or copy is False) \
             and (max_version is kit.asked
                  or type(max_version) is tuple and len(max_version) == 2  # (a new tuple
                  and type(max_version[0]) is int is type(max_version[1])  # each call:
@@ -175,7 +177,13 @@ def export_capsule(tensor, *, stream=None, max_version=None, dl_device=None, cop
         ctx = kit.ctx
         if ctx.eager and not ctx.pending and kit.buf.home is not None \
                 and ctx.context_id not in _lost:
-            return _lease.export(tensor, kit.holder, kit.head, kit.name)
+            if type(stream) is int:
+                if stream == -1 or stream == kit.own:
+                    return _lease.export(tensor, kit.holder, kit.head, kit.name)
+                if stream == 1 or stream == 2:
+                    return _ordered(tensor, kit, ctx, stream)
+            elif stream is None:
+                return _ordered(tensor, kit, ctx, 1)
     op = "__dlpack__"
     buf = tensor.buffer if type(tensor) is Tensor else tensor.base.buffer
     if buf is None:
@@ -219,15 +227,25 @@ def export_capsule(tensor, *, stream=None, max_version=None, dl_device=None, cop
     ptr = buf.ptr
     data = ptr + tensor.offset * dtype.itemsize if ptr and 0 not in shape else 0
     release = None
-    if consumer is f.LEGACY_STREAM or consumer is f.PER_THREAD_STREAM:
+    default = consumer is f.LEGACY_STREAM or consumer is f.PER_THREAD_STREAM
+    if default:
         release = functools.partial(_release, tensor, consumer, ctx)
-    elif (consumer is None or consumer is own) and not copy and type(stream) is int \
-            and ctx is not None and _slots.CLEAR is not None and (version or data) \
+    if (default or consumer is None or consumer is own) and not copy and ctx is not None \
+            and (stream is None or type(stream) is int) and _slots.CLEAR is not None \
+            and (version or data) \
             and (max_version is None or type(max_version) is tuple):  # (not mutable)
         _remember(tensor, kit, ctx, buf, int(own), max_version, version, flags, data,
                   code, bits)
     return _slots.export(tensor, shape, tensor.strides, version, flags, data,
                          buf.origin.pool.ordinal, code, bits, _CUDA, release)
+
+
+def _ordered(tensor, kit, ctx, consumer: int):
+    """A kit's export to a consumer on a default stream (``consumer`` 1 or 2): ordered
+    after the tensor's stream as the full path orders it, with the release callback."""
+    (_f or _foreign()).order(ctx, consumer, kit.own)
+    return _slots.export_head(tensor, kit.ordered, kit.name,
+                              functools.partial(_release, tensor, consumer, ctx))
 
 
 class _Kit:
@@ -236,38 +254,44 @@ class _Kit:
     reads one consistent kit."""
 
     __slots__ = ("ctx", "buf", "own", "device", "dims", "fields", "heads", "holder", "asked",
-                 "head", "name")
+                 "head", "ordered", "name")
     ctx: Any  # the ExecContext of the tensor's memory
     buf: Any  # the tensor's DeviceBuffer
     own: int  # the handle of its stream
     device: tuple[DLDeviceType, int]
     dims: bytearray  # shape, then strides (int64), which every header points at
     fields: tuple[int, ...]  # flags, data, ordinal, ndim, code, bits, shape and strides at
-    heads: dict[Any, bytes]  # version (None: legacy) -> header
+    heads: dict[Any, tuple[bytes, bytes]]  # version (None: legacy) -> its two headers
     holder: list  # the tensor's resident record, once exported (``_dlpack_lease``)
     asked: object  # the max_version object the calls pass
-    head: bytes  # its header
+    head: bytes  # its header, whose deleter is ``CLEAR``
+    ordered: bytes  # the same with the deleter ``CALLBACK`` (a default-stream consumer)
     name: int  # the address of its capsule name
 
     def pointed(self, asked, version) -> _Kit:
         """A kit like this one whose header is that of ``version`` (None: legacy), for
         calls passing the ``max_version`` object ``asked``."""
-        head = self.heads.get(version)
-        if head is None:
-            flags, data, ordinal, n, code, bits, shape_p, strides_p = self.fields
-            if version is None:
-                head = LEGACY.pack(data, _CUDA, ordinal, n, code, bits, 1, shape_p,
-                                   strides_p, 0, 0, _slots.CLEAR).ljust(_slots.HEAD_SIZE, b"\0")
-            else:
-                head = VERSIONED.pack(version[0], version[1], 0, _slots.CLEAR, flags, data,
-                                      _CUDA, ordinal, n, code, bits, 1, shape_p, strides_p, 0)
-            self.heads[version] = head
+        heads = self.heads.get(version)
+        if heads is None:
+            clear = _slots.CLEAR or 0  # (never None where a kit is made)
+            heads = self.heads[version] = (self._head(version, clear),
+                                           self._head(version, _slots.CALLBACK))
         kit = _Kit()
         kit.ctx, kit.buf, kit.own, kit.device = self.ctx, self.buf, self.own, self.device
         kit.dims, kit.fields, kit.heads, kit.holder = self.dims, self.fields, self.heads, \
             self.holder
-        kit.asked, kit.head, kit.name = asked, head, _slots.NAMES[version is not None]
+        kit.asked, (kit.head, kit.ordered) = asked, heads
+        kit.name = _slots.NAMES[version is not None]
         return kit
+
+    def _head(self, version, deleter: int) -> bytes:
+        """The header of ``version`` (None: legacy) with ``deleter``."""
+        flags, data, ordinal, n, code, bits, shape_p, strides_p = self.fields
+        if version is None:
+            return LEGACY.pack(data, _CUDA, ordinal, n, code, bits, 1, shape_p, strides_p,
+                               0, 0, deleter).ljust(_slots.HEAD_SIZE, b"\0")
+        return VERSIONED.pack(version[0], version[1], 0, deleter, flags, data, _CUDA,
+                              ordinal, n, code, bits, 1, shape_p, strides_p, 0)
 
 
 _ONCE = _Kit()  # the mark of a tensor exported once (``asked`` matches nothing)

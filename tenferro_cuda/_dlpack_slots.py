@@ -61,8 +61,8 @@ from .dlpack import (
     _err_restore,
 )
 
-__all__ = ["CLEAR", "LOOK_AFTER", "HEAD", "HEAD_SIZE", "NAMES", "export", "export_head",
-           "own_block", "resident", "look", "look_after", "pending", "over"]
+__all__ = ["CALLBACK", "CLEAR", "LOOK_AFTER", "HEAD", "HEAD_SIZE", "NAMES", "export",
+           "export_head", "own_block", "resident", "look", "look_after", "pending", "over"]
 
 SLOT = 256  # bytes
 CHUNK = 64  # slots per shared chunk
@@ -193,10 +193,11 @@ HEAD_SIZE = 80  # bytes of a header given to export_head (a legacy one padded wi
 HEAD = struct.Struct(f"{HEAD_SIZE}s")
 
 
-def export_head(tensor, head: bytes, name: int):
+def export_head(tensor, head: bytes, name: int, release=None):
     """A capsule over ``tensor`` whose block is ``head``, a header of ``HEAD_SIZE`` bytes
-    packed before (its shape and strides elsewhere, its deleter ``CLEAR``); recorded as
-    ``export`` records."""
+    packed before (its shape and strides elsewhere); recorded as ``export`` records. Its
+    deleter is ``CLEAR``, or ``CALLBACK`` when ``release`` is given (run as ``export``
+    runs it)."""
     try:
         slot = _free.popleft()
     except IndexError:
@@ -210,7 +211,11 @@ def export_head(tensor, head: bytes, name: int):
         raise
     if len(_records) >= _look_at[0]:
         look()
-    _records.append([slot, tensor, capsule, slot[4]])
+    record = [slot, tensor, capsule, slot[4]]
+    if release is not None:
+        record[3] += _DELETER_WORD[name == NAMES[1]]
+        _waiting[slot[2]] = (record, release)
+    _records.append(record)
     return capsule
 
 
@@ -247,6 +252,7 @@ def _deleter(address):
 
 
 _CALLBACK: int = ctypes.cast(_deleter, ctypes.c_void_p).value or 0
+CALLBACK = _CALLBACK  # (the deleter of a header packed for ``export_head(release=...)``)
 
 
 def _ended(record: list) -> bool:

@@ -152,3 +152,38 @@ def test_exports_from_several_threads(s, torch):
     assert live_exports(t) == 0
     addresses = [slot[2] for slot in _dlpack_slots._free]
     assert len(addresses) == len(set(addresses))
+
+
+def test_a_kit_orders_a_default_stream_consumer_both_ways(s, torch, monkeypatch):
+    """Once a tensor was exported twice to PyTorch's default stream, later exports take
+    the kit (no ``export_context``): still, PyTorch's read waits for our busy write, and
+    our write after PyTorch lets go waits for PyTorch's busy read."""
+    from test_interop_sync import _spin_then_copy
+
+    from tenferro_cuda import _driver_fast, _foreign
+
+    want = np.arange(N, dtype=np.float32)
+    t = up(s, np.zeros(N, np.float32))
+    for _ in range(2):
+        torch.from_dlpack(t)
+    s.synchronize()
+    assert type(t._kit).__name__ == "_Kit"
+    full: list = []
+    real = _foreign.export_context
+    monkeypatch.setattr(_foreign, "export_context",
+                        lambda *args: full.append(args) or real(*args))
+    _spin_then_copy(s, t, up(s, want))  # our stream: a long spin, then t <- want
+    x = torch.from_dlpack(t)
+    assert not _driver_fast.stream_query(s.stream), "our spin ended before PyTorch's read"
+    read = x.clone()  # on the default stream: after our copy
+    torch.cuda._sleep(SPIN_CYCLES)
+    late = x.clone()  # behind PyTorch's spin
+    del x  # the deleter: our stream waits for the default stream's work so far
+    s.copy_read_into(up(s, np.zeros(N, np.float32)), t)  # our write to t
+    torch.cuda.synchronize()
+    s.synchronize()
+    assert full == [], "an export took the full path"
+    np.testing.assert_array_equal(read.cpu().numpy(), want)
+    np.testing.assert_array_equal(late.cpu().numpy(), want)
+    assert not down(s, t).any()
+    assert live_exports(t) == 0

@@ -9,6 +9,11 @@ go through the same one-frame wrapper, so they compare like with like; ``ours`` 
 tensor itself. The peers: ``torch.from_dlpack(cupy array)`` and ``cupy.from_dlpack(cupy
 array)`` on the default stream. Per call in us, median of 5 rounds of 5,000 calls, the
 rounds interleaved.
+
+The ``default`` rows: the consumer on its default stream, so that our export orders
+(an event each way and the release callback), beside the peer that orders too: CuPy's
+array made on a non-blocking side stream, current while PyTorch takes it, as in the
+bench's "beside an ordering peer" row.
 """
 
 import contextlib
@@ -85,6 +90,10 @@ def main() -> None:
         def on_cupy():
             return cupy_ours
 
+        side = cupy.cuda.Stream(non_blocking=True)
+        with side:
+            c_side = cupy.arange(n, dtype=cupy.float32).reshape(256, 256)
+
         fns = {
             "our __dlpack__, kit": (lambda: ours.__dlpack__(stream=own, max_version=(1, 0)),
                                     contextlib.nullcontext),
@@ -98,6 +107,12 @@ def main() -> None:
             "cupy.from_dlpack(ours)": (lambda: cupy.from_dlpack(ours), on_cupy),
             "cupy.from_dlpack(wrapped kit)": (lambda: cupy.from_dlpack(kit), on_cupy),
             "cupy.from_dlpack(wrapped full)": (lambda: cupy.from_dlpack(full), on_cupy),
+            "default: peer torch.from_dlpack(cupy on a side stream)": (
+                lambda: torch.from_dlpack(c_side), lambda: side),
+            "default: torch.from_dlpack(ours)": (lambda: torch.from_dlpack(ours),
+                                                 contextlib.nullcontext),
+            "default: torch.from_dlpack(wrapped full)": (lambda: torch.from_dlpack(full),
+                                                         contextlib.nullcontext),
         }
         results = []
         for r in range(3):
@@ -112,7 +127,10 @@ def main() -> None:
                              "torch.from_dlpack(wrapped full)")),
                            ("peer cupy.from_dlpack(cupy)",
                             ("cupy.from_dlpack(ours)", "cupy.from_dlpack(wrapped kit)",
-                             "cupy.from_dlpack(wrapped full)"))):
+                             "cupy.from_dlpack(wrapped full)")),
+                           ("default: peer torch.from_dlpack(cupy on a side stream)",
+                            ("default: torch.from_dlpack(ours)",
+                             "default: torch.from_dlpack(wrapped full)"))):
             print(f"times {peer}: " + "; ".join(
                 f"{k} " + "/".join(f"{g[k] / g[peer]:.2f}" for g in results) for k in keys))
 

@@ -1,0 +1,233 @@
+"""Repeated exports of one tensor to a consumer on a default stream (``_dlpack_export``'s
+kit, ``_ordered``), on the CPU.
+
+Such a consumer (PyTorch or CuPy on their default stream pass ``stream=1``) is ordered
+twice: at export its stream waits for ours, and when it lets go our stream waits for
+its stream, in the deleter, before the tensor goes. A kit must give the capsule, the
+orderings and the release of the full path, and step aside when something it does not
+check changed. The context is ``reference.dlpack_fakes.Interop``.
+"""
+
+from __future__ import annotations
+
+import gc
+import threading
+import weakref
+
+import numpy as np
+import pytest
+from reference.dlpack_fakes import CONTEXT_ID, OUR_STREAM, Interop
+from reference.dlpack_fakes import consume as _consume
+
+from tenferro_cuda import _dlpack_export, _dlpack_slots, _driver, dlpack
+from tenferro_cuda._dlpack_export import live_exports
+from tenferro_cuda.errors import RuntimeStateError
+
+V10, V11 = (1, 0), (1, 1)
+# (the stream= a consumer passes, the stream handle it names)
+DEFAULTS = {"none": (None, 1), "legacy": (1, 1), "per-thread": (2, 2)}
+
+
+@pytest.fixture
+def fx(monkeypatch):
+    fx = Interop(monkeypatch)
+    fx.alive_checks = 0
+
+    def check_alive(op):
+        fx.alive_checks += 1  # the full path asks; a kit does not
+
+    fx.runtime.check_alive = check_alive
+    return fx
+
+
+def _fields(capsule):
+    info = dlpack.parse_capsule(capsule)
+    return info._replace(managed=0)
+
+
+def _kitted(t, stream, max_version):
+    for _ in range(2):
+        t.__dlpack__(stream=stream, max_version=max_version)
+    gc.collect()
+    kit = t._kit
+    assert type(kit) is _dlpack_export._Kit and kit.asked is max_version
+    return kit
+
+
+TENSORS = {
+    "matrix": lambda fx: fx.tensor(np.arange(12.0).reshape(3, 4)),
+    "scalar": lambda fx: fx.tensor(np.array(7, np.int32)),
+    "empty": lambda fx: fx.tensor(np.zeros((0, 3), np.float32)),
+    "reversed view": lambda fx: fx.tensor(np.arange(24.0).reshape(4, 6))[::-1, 1::2],
+}
+CASES = [pytest.param(make, version, stream, handle, id=f"{name}-{vid}-{sid}")
+         for name, make in TENSORS.items()
+         for version, vid in ((V10, "v1.0"), (V11, "v1.1"), (None, "legacy"))
+         for sid, (stream, handle) in DEFAULTS.items()
+         if not (name == "empty" and version is None)]
+
+
+@pytest.mark.parametrize("make,max_version,stream,handle", CASES)
+def test_a_kit_orders_a_default_stream_consumer_both_ways(fx, make, max_version, stream,
+                                                          handle):
+    t = make(fx)
+    want = _fields(t.__dlpack__(stream=stream, max_version=max_version))
+    assert want.deleter == _dlpack_slots.CALLBACK
+    _kitted(t, stream, max_version)
+    fx.orders.clear()
+    checks = fx.alive_checks
+    capsule = t.__dlpack__(stream=stream, max_version=max_version)
+    assert fx.alive_checks == checks, "the kit was not used"
+    assert _fields(capsule) == want
+    assert fx.orders == [(handle, OUR_STREAM)]  # the consumer waits for our stream
+    info, owner = _consume(capsule)
+    assert live_exports(t) == 1
+    del capsule
+    del owner  # the deleter: our stream waits for the consumer's
+    assert fx.orders == [(handle, OUR_STREAM), (OUR_STREAM, handle)]
+    assert live_exports(t) == 0
+
+
+def test_the_release_drops_the_tensor_in_the_deleter(fx):
+    t = fx.tensor(np.arange(6.0))
+    _kitted(t, 1, V10)
+    alive = weakref.ref(t)
+    info, owner = _consume(t.__dlpack__(stream=1, max_version=V10))
+    del t
+    gc.collect()
+    assert alive() is not None  # its record holds it while the consumer does
+    del owner
+    assert alive() is None and fx.orders[-1] == (OUR_STREAM, 1)
+
+
+def test_an_unconsumed_capsule_orders_nothing_when_it_dies(fx):
+    t = fx.tensor(np.arange(6.0))
+    _kitted(t, 1, V10)
+    fx.orders.clear()
+    capsule = t.__dlpack__(stream=1, max_version=V10)
+    del capsule
+    gc.collect()
+    assert live_exports(t) == 0 and fx.orders == [(1, OUR_STREAM)]
+
+
+def test_kits_for_both_deleters_share_one_tensor(fx):
+    """A kit made by one kind of consumer serves the other: the header of each export
+    carries the deleter its stream needs."""
+    t = fx.tensor(np.arange(6.0))
+    _kitted(t, 1, V10)
+    held = []
+    for stream in (1, -1, OUR_STREAM, 1, -1):
+        checks = fx.alive_checks
+        capsule = t.__dlpack__(stream=stream, max_version=V10)
+        assert fx.alive_checks == checks
+        info, owner = _consume(capsule)
+        clear = stream != 1
+        assert info.deleter == (_dlpack_slots.CLEAR if clear else _dlpack_slots.CALLBACK)
+        held.append(owner)
+    del held, owner
+    gc.collect()
+    assert live_exports(t) == 0
+
+
+def _closed(fx, t):
+    fx.runtime.closed = True
+
+    def refuse(op):
+        fx.alive_checks += 1
+        raise RuntimeStateError("the runtime of device 0 is closed", op=op)
+
+    fx.runtime.check_alive = refuse
+
+
+class _Capture:
+    def refuse(self, op):
+        raise RuntimeStateError(f"{op} is not allowed during capture", op=op)
+
+
+def _capturing(fx, t):
+    fx.capture = _Capture()
+
+
+def _lost(fx, t):
+    _driver.lost_contexts.add(CONTEXT_ID)
+
+
+def _reclaimed(fx, t):
+    t.base.buffer.release()
+
+
+STATES = {
+    "runtime closed": (_closed, RuntimeStateError, "closed", 1),
+    "capturing": (_capturing, RuntimeStateError, "during capture", 1),
+    "context lost": (_lost, None, None, 1),
+    "reclaimed": (_reclaimed, RuntimeStateError, "reclaimed", 0),
+}
+
+
+@pytest.mark.parametrize("change,error,text,asks", STATES.values(), ids=STATES.keys())
+def test_an_ordered_kit_steps_aside_when_its_tensor_or_runtime_changed(
+        fx, monkeypatch, change, error, text, asks):
+    monkeypatch.setattr(_driver, "lost_contexts", set(_driver.lost_contexts))
+    monkeypatch.setattr(_dlpack_export, "_lost", _driver.lost_contexts)
+    t = fx.tensor(np.arange(6.0))
+    _kitted(t, 1, V10)
+    change(fx, t)
+    fx.orders.clear()
+    checks = fx.alive_checks
+    if error is None:
+        t.__dlpack__(stream=1, max_version=V10)
+    else:
+        with pytest.raises(error, match=text):
+            t.__dlpack__(stream=1, max_version=V10)
+        assert fx.orders == [], "an export that raised ordered a stream"
+    assert fx.alive_checks == checks + asks, "the kit answered"
+
+
+def test_pending_work_is_enqueued_before_an_ordered_kit_export(fx):
+    t = fx.tensor(np.arange(6.0))
+    _kitted(t, 1, V10)
+    ran: list = []
+    fx.orders.clear()
+    fx.pending.append(lambda: ran.append(len(fx.orders)))
+    fx.flush = lambda: [fx.pending.pop(0)() for _ in list(fx.pending)]
+    t.__dlpack__(stream=1, max_version=V10)
+    assert ran == [0] and fx.orders == [(1, OUR_STREAM)]  # flushed, then ordered
+
+
+def test_a_failed_capsule_after_the_ordering_leaves_nothing_held(fx, monkeypatch):
+    t = fx.tensor(np.arange(6.0))
+    _kitted(t, 1, V10)
+    waiting = dict(_dlpack_slots._waiting)
+
+    def fail(*args):
+        raise MemoryError("no capsule")
+
+    monkeypatch.setattr(_dlpack_slots, "_capsule_new", fail)
+    with pytest.raises(MemoryError):
+        t.__dlpack__(stream=1, max_version=V10)
+    monkeypatch.undo()
+    assert _dlpack_slots._waiting == waiting and live_exports(t) == 0
+
+
+def test_threads_release_their_own_exports(fx):
+    t = fx.tensor(np.arange(6.0))
+    _kitted(t, 1, V10)
+    fx.orders.clear()
+    wrong: list = []
+
+    def work():
+        for _ in range(200):
+            info, owner = _consume(t.__dlpack__(stream=1, max_version=V10))
+            if info.shape != (6,) or info.deleter != _dlpack_slots.CALLBACK:
+                wrong.append(info)
+            del owner
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert wrong == []
+    assert fx.orders.count((1, OUR_STREAM)) == 800 == fx.orders.count((OUR_STREAM, 1))
+    gc.collect()
+    assert live_exports(t) == 0
