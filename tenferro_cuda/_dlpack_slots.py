@@ -232,10 +232,12 @@ def _report_pending(pending: tuple) -> None:
 
 @DELETER
 def _deleter(address):
-    if _finalizing():  # the interpreter is going: nothing to order, nobody to tell
-        return
+    # first: any call that returns a value (a builtin's included) fails while the
+    # consumer's exception is pending, and the release would be lost
     _err_fetch(_F0, _F1, _F2)
     pending = (_FETCHED[0].value, _FETCHED[1].value, _FETCHED[2].value)
+    if _finalizing():  # the interpreter is going: nothing to order, nobody to tell
+        return
     try:
         hit = _waiting.pop(address, None)
         if hit is not None:

@@ -231,3 +231,43 @@ def test_threads_release_their_own_exports(fx):
     assert fx.orders.count((1, OUR_STREAM)) == 800 == fx.orders.count((OUR_STREAM, 1))
     gc.collect()
     assert live_exports(t) == 0
+
+
+@pytest.mark.parametrize("kit", [False, True], ids=["full-path", "kit"])
+def test_a_deleter_called_while_the_consumers_exception_is_pending_still_releases(
+        fx, capfd, kit):
+    """A C consumer that failed and then lets go calls the deleter with its exception
+    set. The release still runs -- both orderings, the tensor dropped at once, the export
+    ended -- and the exception, which a ctypes callback cannot hand back, is printed.
+
+    ``sorted`` is the C caller here: when a key function raises, it drops the keys made
+    so far with that exception set, and the first key is the last reference to a capsule
+    whose destructor is our deleter, standing in for the consumer's array."""
+    t = fx.tensor(np.arange(6.0))
+    if kit:
+        _kitted(t, 1, V10)
+    fx.orders.clear()
+    capsule = t.__dlpack__(stream=1, max_version=V10)
+    info, owner = _consume(capsule)
+    del capsule
+    alive = weakref.ref(t)
+    del t
+    gc.collect()
+    assert alive() is not None  # the export holds it
+
+    def key(i):
+        if i == 0:  # our deleter runs as this capsule goes, with the address it is at
+            stand_in = dlpack._capsule_new(info.managed, None, _dlpack_slots.CALLBACK)
+            _dlpack_slots._waiting[id(stand_in)] = _dlpack_slots._waiting.pop(info.managed)
+            return stand_in
+        raise KeyError("the consumer's own error")
+
+    with pytest.raises(SystemError):  # sorted's error, taken by the deleter
+        sorted([0, 1], key=key)
+    assert fx.orders == [(1, OUR_STREAM), (OUR_STREAM, 1)]
+    assert alive() is None
+    assert "KeyError" in capfd.readouterr().err
+    del owner  # the consumer's own release finds nothing left to do
+    assert fx.orders == [(1, OUR_STREAM), (OUR_STREAM, 1)]
+    gc.collect()
+    assert live_exports() == 0
