@@ -18,8 +18,9 @@ import numpy as np
 import pytest
 from reference.dlpack_fakes import CONTEXT_ID, OUR_STREAM, Interop
 from reference.dlpack_fakes import consume as _consume
+from reference.fake_ctx_stack import Ctx
 
-from tenferro_cuda import _dlpack_export, _dlpack_slots, _driver, dlpack
+from tenferro_cuda import _dlpack_export, _dlpack_slots, _driver, _driver_fast, dlpack
 from tenferro_cuda._dlpack_export import live_exports
 from tenferro_cuda.errors import RuntimeStateError
 
@@ -271,3 +272,48 @@ def test_a_deleter_called_while_the_consumers_exception_is_pending_still_release
     assert fx.orders == [(1, OUR_STREAM), (OUR_STREAM, 1)]
     gc.collect()
     assert live_exports() == 0
+
+
+FOREIGN = Ctx(0x7777)
+OURS = Ctx(CONTEXT_ID)
+STACKS = {"nothing current": [], "foreign only": [FOREIGN],
+          "foreign over ours": [OURS, FOREIGN], "ours over foreign": [FOREIGN, OURS]}
+
+
+@pytest.mark.parametrize("stack", STACKS.values(), ids=STACKS.keys())
+@pytest.mark.parametrize("where", ["same thread", "release on another thread"])
+def test_both_orderings_run_in_our_context_and_leave_the_stack_as_it_was(
+        fx, monkeypatch, stack, where):
+    t = fx.tensor(np.arange(6.0))
+    _kitted(t, 1, V10)
+    fx.orders.clear()
+    current: list = []
+
+    def order(event, producer, waiter):
+        current.append(fx.model.stack[-1] if fx.model.stack else None)
+        fx._order(event, producer, waiter)
+
+    monkeypatch.setattr(_driver_fast, "order", order)
+    fx.model.stack[:] = stack
+    checks = fx.alive_checks
+    info, owner = _consume(t.__dlpack__(stream=1, max_version=V10))
+    assert fx.alive_checks == checks, "the kit was not used"
+    assert fx.model.stack == stack
+    if where == "same thread":
+        del owner
+    else:
+        seen: list = []
+
+        def release(held=[owner]):
+            fx.model.stack[:] = list(stack)  # that thread's own stack
+            held.clear()  # the deleter runs here
+            seen.append(list(fx.model.stack))
+
+        del owner
+        thread = threading.Thread(target=release)
+        thread.start()
+        thread.join()
+        assert seen == [stack]
+    assert fx.model.stack == stack
+    assert fx.orders == [(1, OUR_STREAM), (OUR_STREAM, 1)]
+    assert current == [OURS, OURS]
