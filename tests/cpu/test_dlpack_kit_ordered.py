@@ -303,8 +303,9 @@ def test_both_orderings_run_in_our_context_and_leave_the_stack_as_it_was(
         del owner
     else:
         seen: list = []
+        held = [owner]
 
-        def release(held=[owner]):
+        def release():
             fx.model.stack[:] = list(stack)  # that thread's own stack
             held.clear()  # the deleter runs here
             seen.append(list(fx.model.stack))
