@@ -14,13 +14,15 @@ import threading
 
 import numpy as np
 import pytest
-from reference.dlpack_fakes import CONTEXT_ID, OUR_STREAM, Interop, StreamObject, read
+from reference.dlpack_fakes import OUR_STREAM, StreamObject, read
 from reference.dlpack_fakes import consume as _consume
+from reference.dlpack_kit_states import STATES, counting
+from reference.dlpack_kit_states import fields as _fields
+from reference.dlpack_kit_states import kitted as _kitted
 
 from tenferro_cuda import _dlpack_export, _driver, dlpack
 from tenferro_cuda._dlpack_export import live_exports
 from tenferro_cuda.dtypes import DType
-from tenferro_cuda.errors import RuntimeStateError
 from tenferro_cuda.ops import interop
 from tenferro_cuda.tensor import Tensor
 
@@ -30,30 +32,9 @@ V10, V11 = (1, 0), (1, 1)
 
 @pytest.fixture
 def fx(monkeypatch):
-    fx = Interop(monkeypatch)
-    fx.alive_checks = 0
-
-    def check_alive(op):
-        fx.alive_checks += 1  # the full path asks; a kit does not
-
-    fx.runtime.check_alive = check_alive
-    return fx
+    return counting(monkeypatch)
 
 
-def _fields(capsule):
-    """What a consumer reads of a capsule, the block address left out."""
-    info = dlpack.parse_capsule(capsule)
-    return info._replace(managed=0)
-
-
-def _kitted(t, stream, max_version):
-    """Export twice (the second leaves the kit) and drop both."""
-    for _ in range(2):
-        t.__dlpack__(stream=stream, max_version=max_version)
-    gc.collect()
-    kit = t._kit
-    assert type(kit) is _dlpack_export._Kit and kit.asked is max_version
-    return kit
 
 
 TENSORS = {
@@ -120,41 +101,6 @@ def test_a_legacy_export_of_no_elements_makes_no_kit(fx):
         assert _fields(t.__dlpack__(stream=-1)).data == 0
     assert t._kit is None
 
-
-def _closed(fx, t):
-    fx.runtime.closed = True
-
-    def refuse(op):
-        fx.alive_checks += 1
-        raise RuntimeStateError("the runtime of device 0 is closed", op=op)
-
-    fx.runtime.check_alive = refuse
-
-
-class _Capture:
-    def refuse(self, op):
-        raise RuntimeStateError(f"{op} is not allowed during capture", op=op)
-
-
-def _capturing(fx, t):
-    fx.capture = _Capture()
-
-
-def _lost(fx, t):
-    _driver.lost_contexts.add(CONTEXT_ID)
-
-
-def _reclaimed(fx, t):
-    t.base.buffer.release()
-
-
-# (what changes, the error the full path raises then, how many times it asks check_alive)
-STATES = {
-    "runtime closed": (_closed, RuntimeStateError, "closed", 1),
-    "capturing": (_capturing, RuntimeStateError, "during capture", 1),
-    "context lost": (_lost, None, None, 1),
-    "reclaimed": (_reclaimed, RuntimeStateError, "reclaimed", 0),
-}
 
 
 @pytest.mark.parametrize("change,error,text,asks", STATES.values(), ids=STATES.keys())

@@ -16,13 +16,15 @@ import weakref
 
 import numpy as np
 import pytest
-from reference.dlpack_fakes import CONTEXT_ID, OUR_STREAM, Interop
+from reference.dlpack_fakes import CONTEXT_ID, OUR_STREAM
 from reference.dlpack_fakes import consume as _consume
+from reference.dlpack_kit_states import STATES, counting
+from reference.dlpack_kit_states import fields as _fields
+from reference.dlpack_kit_states import kitted as _kitted
 from reference.fake_ctx_stack import Ctx
 
 from tenferro_cuda import _dlpack_export, _dlpack_slots, _driver, _driver_fast, dlpack
 from tenferro_cuda._dlpack_export import live_exports
-from tenferro_cuda.errors import RuntimeStateError
 
 V10, V11 = (1, 0), (1, 1)
 # (the stream= a consumer passes, the stream handle it names)
@@ -31,28 +33,9 @@ DEFAULTS = {"none": (None, 1), "legacy": (1, 1), "per-thread": (2, 2)}
 
 @pytest.fixture
 def fx(monkeypatch):
-    fx = Interop(monkeypatch)
-    fx.alive_checks = 0
-
-    def check_alive(op):
-        fx.alive_checks += 1  # the full path asks; a kit does not
-
-    fx.runtime.check_alive = check_alive
-    return fx
+    return counting(monkeypatch)
 
 
-def _fields(capsule):
-    info = dlpack.parse_capsule(capsule)
-    return info._replace(managed=0)
-
-
-def _kitted(t, stream, max_version):
-    for _ in range(2):
-        t.__dlpack__(stream=stream, max_version=max_version)
-    gc.collect()
-    kit = t._kit
-    assert type(kit) is _dlpack_export._Kit and kit.asked is max_version
-    return kit
 
 
 TENSORS = {
@@ -129,40 +112,6 @@ def test_kits_for_both_deleters_share_one_tensor(fx):
     gc.collect()
     assert live_exports(t) == 0
 
-
-def _closed(fx, t):
-    fx.runtime.closed = True
-
-    def refuse(op):
-        fx.alive_checks += 1
-        raise RuntimeStateError("the runtime of device 0 is closed", op=op)
-
-    fx.runtime.check_alive = refuse
-
-
-class _Capture:
-    def refuse(self, op):
-        raise RuntimeStateError(f"{op} is not allowed during capture", op=op)
-
-
-def _capturing(fx, t):
-    fx.capture = _Capture()
-
-
-def _lost(fx, t):
-    _driver.lost_contexts.add(CONTEXT_ID)
-
-
-def _reclaimed(fx, t):
-    t.base.buffer.release()
-
-
-STATES = {
-    "runtime closed": (_closed, RuntimeStateError, "closed", 1),
-    "capturing": (_capturing, RuntimeStateError, "during capture", 1),
-    "context lost": (_lost, None, None, 1),
-    "reclaimed": (_reclaimed, RuntimeStateError, "reclaimed", 0),
-}
 
 
 @pytest.mark.parametrize("change,error,text,asks", STATES.values(), ids=STATES.keys())
