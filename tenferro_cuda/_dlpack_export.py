@@ -34,9 +34,10 @@
   (``ctx.eager``, ``lost_contexts``), no pending work, the tensor not reclaimed. For
   -1 or the tensor's own stream it hands the header to ``_dlpack_lease.export``, which
   reuses a block of the tensor's own once its consumer let go; for a default stream it
-  orders that stream after the tensor's and takes a shared slot whose deleter is the
-  release callback, as the full path does. Anything else takes the full path, which
-  keeps the kit up to date.
+  orders that stream after the tensor's, as the full path does, and hands
+  ``_dlpack_lease.export`` the header whose deleter is the release callback (the same
+  block, reused the same way). Anything else takes the full path, which keeps the kit
+  up to date.
 """
 
 from __future__ import annotations
@@ -100,20 +101,26 @@ def dlpack_device(tensor) -> tuple[DLDeviceType, int]:
     return device
 
 
-def _release(tensor, consumer, ctx) -> None:
+def _release(consumer, ctx, tensor) -> None:
     """When a consumer on a default stream lets go: our stream reuses or writes the
-    memory of ``tensor`` only after that consumer's work so far (the deleter calls it)."""
+    memory of ``tensor`` only after that consumer's work so far (the deleter calls it,
+    through ``functools.partial(_release, consumer, ctx)``)."""
+    if ctx is None or ctx.closed:
+        return
     buf = tensor.base.buffer
     # (a graph's block the graph gave up while this consumer held it counts too: it goes
     # back to the arena when this tensor goes, at the next look)
-    held = buf.home is not None or getattr(buf.owner, "held_block", False) is True
-    if ctx is not None and not ctx.closed and held:
-        capture = ctx.capture
-        if capture is not None:  # not into the graph: as the capture ends, before its
-            # frees make this memory reusable (the tensor is kept until then)
-            capture.defer(lambda: _order_after(ctx, tensor, consumer))
-        else:
-            _order_after(ctx, tensor, consumer)
+    if buf.home is None and getattr(buf.owner, "held_block", False) is not True:
+        return
+    capture = ctx.capture
+    if capture is not None:  # not into the graph: as the capture ends, before its frees
+        # make this memory reusable (the tensor is kept until then)
+        capture.defer(lambda: _order_after(ctx, tensor, consumer))
+        return
+    try:
+        (_f or _foreign()).order(ctx, buf.origin.stream, consumer)
+    except Exception:  # noqa: BLE001 - runtime closed or context lost: nothing to order
+        pass
 
 
 def _order_after(ctx, tensor, consumer) -> None:
@@ -229,7 +236,7 @@ def export_capsule(tensor, *, stream=None, max_version=None, dl_device=None, cop
     release = None
     default = consumer is f.LEGACY_STREAM or consumer is f.PER_THREAD_STREAM
     if default:
-        release = functools.partial(_release, tensor, consumer, ctx)
+        release = functools.partial(_release, consumer, ctx)
     if (default or consumer is None or consumer is own) and not copy and ctx is not None \
             and (stream is None or type(stream) is int) and _slots.CLEAR is not None \
             and (version or data) \
@@ -242,10 +249,10 @@ def export_capsule(tensor, *, stream=None, max_version=None, dl_device=None, cop
 
 def _ordered(tensor, kit, ctx, consumer: int):
     """A kit's export to a consumer on a default stream (``consumer`` 1 or 2): ordered
-    after the tensor's stream as the full path orders it, with the release callback."""
+    after the tensor's stream as the full path orders it, in the tensor's own block
+    (``_dlpack_lease``) with the release callback."""
     (_f or _foreign()).order(ctx, consumer, kit.own)
-    return _slots.export_head(tensor, kit.ordered, kit.name,
-                              functools.partial(_release, tensor, consumer, ctx))
+    return _lease.export(tensor, kit.holder, kit.ordered, kit.name, kit.releases[consumer])
 
 
 class _Kit:
@@ -254,7 +261,7 @@ class _Kit:
     reads one consistent kit."""
 
     __slots__ = ("ctx", "buf", "own", "device", "dims", "fields", "heads", "holder", "asked",
-                 "head", "ordered", "name")
+                 "head", "ordered", "name", "releases")
     ctx: Any  # the ExecContext of the tensor's memory
     buf: Any  # the tensor's DeviceBuffer
     own: int  # the handle of its stream
@@ -267,6 +274,7 @@ class _Kit:
     head: bytes  # its header, whose deleter is ``CLEAR``
     ordered: bytes  # the same with the deleter ``CALLBACK`` (a default-stream consumer)
     name: int  # the address of its capsule name
+    releases: tuple  # [1], [2]: the release of a consumer on that default stream
 
     def pointed(self, asked, version) -> _Kit:
         """A kit like this one whose header is that of ``version`` (None: legacy), for
@@ -280,6 +288,7 @@ class _Kit:
         kit.ctx, kit.buf, kit.own, kit.device = self.ctx, self.buf, self.own, self.device
         kit.dims, kit.fields, kit.heads, kit.holder = self.dims, self.fields, self.heads, \
             self.holder
+        kit.releases = self.releases
         kit.asked, (kit.head, kit.ordered) = asked, heads
         kit.name = _slots.NAMES[version is not None]
         return kit
@@ -315,6 +324,9 @@ def _remember(tensor, kit, ctx, buf, own: int, asked, version, flags: int, data:
         kit = _Kit()
         kit.ctx, kit.buf, kit.own, kit.dims, kit.heads = ctx, buf, own, dims, {}
         kit.holder = []
+        # (bound to the context, not the tensor: the tensor holds its kit)
+        kit.releases = (None, functools.partial(_release, 1, ctx),
+                        functools.partial(_release, 2, ctx))
         kit.device = dlpack_device(tensor)
         kit.fields = (flags, data, int(buf.origin.pool.ordinal), n, code, bits, shape_p,
                       shape_p + 8 * n)

@@ -20,6 +20,11 @@ over a block of its own:
   (pointer, name, context, destructor, after the object's header) are found by a probe
   when this module is imported; where the probe fails, or where the interpreter runs
   without the GIL, each reuse makes a new capsule.
+- **An ordered export** (a consumer on a default stream) packs the header whose deleter
+  is ``_dlpack_slots.CALLBACK`` and registers the record in ``_dlpack_slots._waiting``
+  under the block's address: the callback runs its release, drops the tensor and zeros
+  the watched word, as it does for a shared slot. A look that finds its capsule dropped
+  unconsumed takes the record out of ``_waiting`` first.
 - **The token** (a one-element list) is taken with one ``list.pop`` by whoever changes
   the record -- a kit export or a look, on any thread -- and put back after: the other
   leaves the record alone meanwhile (a look skips it until its next run; an export takes
@@ -44,6 +49,7 @@ __all__ = ["FIELDS", "export"]
 
 _refs = sys.getrefcount
 _resident = _slots.resident
+_waiting = _slots._waiting
 _pack = _slots.HEAD.pack_into
 _export_head = _slots.export_head
 
@@ -85,12 +91,14 @@ def _words_of(capsule) -> memoryview | None:
     return _words_at(capsule, FIELDS) if FIELDS is not None else None
 
 
-def _first(tensor, holder: list, head: bytes, name: int):
+def _first(tensor, holder: list, head: bytes, name: int, release):
     """The first export of a kit: its block, capsule and record, made and registered."""
     block = _slots.own_block(_slots.HEAD_SIZE)
     _pack(block[0], 0, head)
     capsule = _capsule_new(block[2], name, None)
     record = [block, tensor, capsule, block[4], [True], _words_of(capsule)]
+    if release is not None:
+        _waiting[block[2]] = (record, release)
     _resident[id(record)] = record
     holder.append(record)
     if len(_resident) >= _slots.look_after():
@@ -98,21 +106,22 @@ def _first(tensor, holder: list, head: bytes, name: int):
     return capsule
 
 
-def export(tensor, holder: list, head: bytes, name: int):
-    """A capsule of ``name`` over ``tensor`` whose header is ``head`` (``export_head``'s):
-    in the block of ``holder``'s record when its consumer let go, else in a shared slot."""
+def export(tensor, holder: list, head: bytes, name: int, release=None):
+    """A capsule of ``name`` over ``tensor`` whose header is ``head`` (``export_head``'s,
+    with its deleter, ``CALLBACK`` when ``release`` is given): in the block of
+    ``holder``'s record when its consumer let go, else in a shared slot."""
     if not holder:
-        return _first(tensor, holder, head, name)
+        return _first(tensor, holder, head, name, release)
     record = holder[0]
     token = record[4]
     try:
         token.pop()
     except IndexError:  # a look or another export has it now
-        return _export_head(tensor, head, name)
+        return _export_head(tensor, head, name, release)
     try:
         block = record[0]
         if block[3][record[3]] != 0:  # its consumer holds it still
-            return _export_head(tensor, head, name)
+            return _export_head(tensor, head, name, release)
         _pack(block[0], 0, head)
         capsule = record[2]
         words = record[5]
@@ -126,6 +135,8 @@ def export(tensor, holder: list, head: bytes, name: int):
                 raise
             record[2] = capsule
             record[5] = _words_of(capsule)
+        if release is not None:  # (the callback, which the header names, finds it here)
+            _waiting[block[2]] = (record, release)
         if record[1] is None:  # a look ended it: registered again
             record[1] = tensor
             _resident[id(record)] = record

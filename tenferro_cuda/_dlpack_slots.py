@@ -15,10 +15,12 @@ here unless the release has work to do:
   ``int`` it returns is ignored on every ABI that CUDA runs on.)
 - **Otherwise the deleter is a ctypes callback** (a default-stream consumer, whose release
   orders our stream after its own; a legacy capsule with a null data address). It runs
-  the export's ``release`` at once, drops the tensor, then clears the block's deleter
-  field, the word its record watches. ctypes callbacks take the GIL; CPython cannot
-  hand a pending exception through one (a consumer that failed and then dropped our
-  capsule), so the callback clears it first, does its work, and prints it to stderr.
+  the export's ``release(tensor)`` at once, drops the tensor, then clears the word its
+  record watches: a shared slot's deleter field, the first word of a tensor's own block
+  (``_dlpack_lease``, which registers its record in ``_waiting`` too). ctypes callbacks
+  take the GIL; CPython cannot hand a pending exception through one (a consumer that
+  failed and then dropped our capsule), so the callback clears it first, does its work,
+  and prints it to stderr.
 - **The capsule has no destructor.** Its record keeps a reference to it; when that is the
   only one left and the capsule still has its name (a consumer renames it to
   ``used_...``), nobody took it, and the export ends.
@@ -147,8 +149,8 @@ _DELETER_WORD = (7, 2)  # the deleter field, in words: legacy, versioned
 
 def export(tensor, shape: tuple, strides: tuple, version, flags: int, data: int,
            ordinal: int, code: int, bits: int, kind: int, release=None):
-    """A capsule over ``tensor``; ``release()`` runs when the consumer lets go (None:
-    nothing to do then). See the module doc."""
+    """A capsule over ``tensor``; ``release(tensor)`` runs when the consumer lets go
+    (None: nothing to do then). See the module doc."""
     n = len(shape)
     versioned = version is not None
     hit = _LAYOUTS.get((n, versioned))
@@ -221,8 +223,6 @@ def export_head(tensor, head: bytes, name: int, release=None):
 
 def _report_pending(pending: tuple) -> None:
     """Print an exception that was pending when the callback was entered (module doc)."""
-    if not pending[0]:
-        return
     try:
         _err_restore(*pending)  # steals the references; ctypes raises it right here
     except BaseException as exc:  # noqa: BLE001 - printed, never propagated
@@ -235,7 +235,9 @@ def _deleter(address):
     # first: any call that returns a value (a builtin's included) fails while the
     # consumer's exception is pending, and the release would be lost
     _err_fetch(_F0, _F1, _F2)
-    pending = (_FETCHED[0].value, _FETCHED[1].value, _FETCHED[2].value)
+    pending = None
+    if _FETCHED[0].value:
+        pending = (_FETCHED[0].value, _FETCHED[1].value, _FETCHED[2].value)
     if _finalizing():  # the interpreter is going: nothing to order, nobody to tell
         return
     try:
@@ -243,14 +245,15 @@ def _deleter(address):
         if hit is not None:
             record, release = hit
             try:
-                if release is not None:
-                    release()
+                if release is not None and record[1] is not None:
+                    release(record[1])
             finally:
                 record[1] = None  # the tensor goes now; the block at the next look
                 record[0][3][record[3]] = 0
     except BaseException as exc:  # noqa: BLE001 - deleters never raise
         print(f"tenferro_cuda: DLPack deleter failed: {exc!r}", file=sys.stderr)
-    _report_pending(pending)
+    if pending is not None:
+        _report_pending(pending)
 
 
 _CALLBACK: int = ctypes.cast(_deleter, ctypes.c_void_p).value or 0
@@ -319,6 +322,7 @@ def _look_resident() -> list:
                 if capsule is None or _refs(capsule) != 3 \
                         or _capsule_name_address(capsule) not in NAMES:
                     continue  # held (or consumed, its deleter still to come)
+                _waiting.pop(record[0][2], None)  # (its callback will never come)
                 words[watch] = 0  # dropped unconsumed
             del capsule
             resident.pop(id(record), None)

@@ -39,7 +39,7 @@ def test_a_deleter_during_a_capture_enqueues_no_wait_on_the_capturing_stream(mon
     monkeypatch.setattr(_foreign, "order", lambda ctx, waiter, producer:
                         calls.append((int(waiter), int(producer))))
     t, ctx = _tensor_and_ctx(capturing=True)
-    args = (t, _foreign.LEGACY_STREAM, ctx)  # what the deleter's release is given
+    args = (_foreign.LEGACY_STREAM, ctx, t)  # what the deleter's release is given
     if where == "same thread":
         _dlpack_export._release(*args)
     else:
@@ -62,7 +62,7 @@ def test_a_deleter_outside_a_capture_orders_the_stream(monkeypatch):
     monkeypatch.setattr(_foreign, "order", lambda ctx, waiter, producer:
                         calls.append((int(waiter), int(producer))))
     t, ctx = _tensor_and_ctx(capturing=False)
-    _dlpack_export._release(t, _foreign.LEGACY_STREAM, ctx)
+    _dlpack_export._release(_foreign.LEGACY_STREAM, ctx, t)
     assert calls == [(STREAM, 1)]
 
 

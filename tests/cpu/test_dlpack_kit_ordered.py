@@ -23,7 +23,14 @@ from reference.dlpack_kit_states import fields as _fields
 from reference.dlpack_kit_states import kitted as _kitted
 from reference.fake_ctx_stack import Ctx
 
-from tenferro_cuda import _dlpack_export, _dlpack_slots, _driver, _driver_fast, dlpack
+from tenferro_cuda import (
+    _dlpack_export,
+    _dlpack_lease,
+    _dlpack_slots,
+    _driver,
+    _driver_fast,
+    dlpack,
+)
 from tenferro_cuda._dlpack_export import live_exports
 
 V10, V11 = (1, 0), (1, 1)
@@ -84,14 +91,47 @@ def test_the_release_drops_the_tensor_in_the_deleter(fx):
     assert alive() is None and fx.orders[-1] == (OUR_STREAM, 1)
 
 
-def test_an_unconsumed_capsule_orders_nothing_when_it_dies(fx):
+@pytest.mark.parametrize("where", ["own block", "shared slot"])
+def test_an_unconsumed_capsule_orders_nothing_when_it_dies(fx, where):
+    """Nothing waits for its deleter afterwards, and nothing keeps the tensor."""
     t = fx.tensor(np.arange(6.0))
     _kitted(t, 1, V10)
+    held = None
+    if where == "shared slot":  # a consumer holds the tensor's own block meanwhile
+        info, held = _consume(t.__dlpack__(stream=-1, max_version=V10))
     fx.orders.clear()
+    waiting = set(_dlpack_slots._waiting)
     capsule = t.__dlpack__(stream=1, max_version=V10)
+    block = dlpack.parse_capsule(capsule).managed
+    assert block in _dlpack_slots._waiting
     del capsule
     gc.collect()
-    assert live_exports(t) == 0 and fx.orders == [(1, OUR_STREAM)]
+    assert live_exports(t) == (0 if held is None else 1)
+    assert fx.orders == [(1, OUR_STREAM)]
+    assert set(_dlpack_slots._waiting) == waiting
+    alive = weakref.ref(t)
+    del t, held
+    gc.collect()
+    assert alive() is None
+
+
+def test_an_ordered_export_reuses_the_tensors_own_block(fx):
+    """Like an export to our stream, an ordered one reuses the tensor's own block once
+    its consumer let go, with the header its stream needs; each release orders once."""
+    t = fx.tensor(np.arange(6.0))
+    _kitted(t, 1, V10)
+    blocks = set()
+    for stream in (1, 1, -1, 2, OUR_STREAM, 1):
+        fx.orders.clear()
+        info, owner = _consume(t.__dlpack__(stream=stream, max_version=V10))
+        blocks.add(info.managed)
+        ordered = stream in (1, 2)
+        assert info.deleter == (_dlpack_slots.CALLBACK if ordered else _dlpack_slots.CLEAR)
+        del owner
+        assert fx.orders == ([(stream, OUR_STREAM), (OUR_STREAM, stream)] if ordered
+                             else [])
+        assert live_exports(t) == 0
+    assert len(blocks) == 1 and t._kit.holder[0][0][2] in blocks
 
 
 def test_kits_for_both_deleters_share_one_tensor(fx):
@@ -144,19 +184,35 @@ def test_pending_work_is_enqueued_before_an_ordered_kit_export(fx):
     assert ran == [0] and fx.orders == [(1, OUR_STREAM)]  # flushed, then ordered
 
 
-def test_a_failed_capsule_after_the_ordering_leaves_nothing_held(fx, monkeypatch):
+@pytest.mark.parametrize("where", ["own block", "shared slot"])
+def test_a_failed_capsule_after_the_ordering_leaves_nothing_held(fx, monkeypatch, where):
+    """The tensor's own block needs a new capsule when someone still holds its last one;
+    a consumer that still holds the block sends the export to a shared slot."""
     t = fx.tensor(np.arange(6.0))
     _kitted(t, 1, V10)
+    kept = t.__dlpack__(stream=1, max_version=V10)  # the own block's capsule
+    info, held = _consume(kept)  # (held: the next export takes a shared slot)
+    if where == "own block":
+        held = None  # (let go: the block is free, its capsule still referenced here)
     waiting = dict(_dlpack_slots._waiting)
 
     def fail(*args):
         raise MemoryError("no capsule")
 
-    monkeypatch.setattr(_dlpack_slots, "_capsule_new", fail)
-    with pytest.raises(MemoryError):
-        t.__dlpack__(stream=1, max_version=V10)
-    monkeypatch.undo()
-    assert _dlpack_slots._waiting == waiting and live_exports(t) == 0
+    with monkeypatch.context() as failing:
+        failing.setattr(_dlpack_slots, "_capsule_new", fail)
+        failing.setattr(_dlpack_lease, "_capsule_new", fail)
+        with pytest.raises(MemoryError):
+            t.__dlpack__(stream=1, max_version=V10)
+    assert _dlpack_slots._waiting == waiting
+    del held, kept
+    gc.collect()
+    assert live_exports(t) == 0
+    # the block is still usable: the next export takes it and orders both ways
+    fx.orders.clear()
+    info, owner = _consume(t.__dlpack__(stream=1, max_version=V10))
+    del owner
+    assert fx.orders == [(1, OUR_STREAM), (OUR_STREAM, 1)] and live_exports(t) == 0
 
 
 def test_threads_release_their_own_exports(fx):
