@@ -116,3 +116,25 @@ def test_a_replaced_property_and_torch_refusals_are_heard(s, torch, monkeypatch)
     assert t.shape == (2,) and t.data_ptr() == y.data_ptr() and t.dtype.itemsize == 4
     with pytest.raises(tc.ValidationError):
         s.add_into(up(s, np.ones(2, np.int32)), 1, t)
+
+
+@pytest.mark.parametrize("claim", ["shape", "strides", "negative stride"])
+def test_an_interface_claiming_more_than_its_allocation_is_refused(s, torch, claim):
+    """A dict whose shape or strides reach 1 TiB past (or before) its pointer: refused
+    before anything is launched, and the session goes on working."""
+    x = torch.arange(256, device="cuda:0", dtype=torch.float32)
+    torch.cuda.synchronize()
+    far = 1 << 38  # elements: 1 TiB of float32
+    iface = {"typestr": "<f4", "data": (x.data_ptr(), False), "version": 2,
+             "shape": (far,)}
+    if claim == "strides":
+        iface.update(shape=(2, 4), strides=(4 * far, 4))
+    elif claim == "negative stride":  # (to at most half the pointer: above NULL)
+        iface.update(shape=(2,), strides=(-4 * min(far, x.data_ptr() // 8),))
+    with pytest.raises(tc.ValidationError, match="claim more than its allocation"):
+        s.from_cuda_array_interface(iface)
+    inside = dict(iface, shape=(256,))
+    inside.pop("strides", None)
+    t = s.from_cuda_array_interface(inside)
+    out = s.add(t, 1.0)
+    np.testing.assert_array_equal(down(s, out), np.arange(256, dtype=np.float32) + 1)

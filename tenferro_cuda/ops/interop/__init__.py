@@ -219,6 +219,7 @@ def from_cuda_array_interface(ctx: ExecContext, obj: object,
             _foreign_call(ctx, obj, interface_of, obj, op), op)
     if 0 not in info.shape:
         _check_pointer(ctx, info.data, op)
+        _check_reach(ctx, info, op)
     wait = info.stream if source is None else source
     if wait is not None:
         _wait_for(ctx, wait)
@@ -272,6 +273,32 @@ def _check_pointer(ctx: ExecContext, address: int, op: str) -> None:
     if ordinal != ctx.ordinal:
         raise RuntimeStateError(f"the array is on CUDA device {ordinal}; this session "
                                 f"runs on CUDA device {ctx.ordinal}", op=op)
+
+
+def _check_reach(ctx: ExecContext, info, op: str) -> None:
+    """ValidationError when the first or last byte the interface's shape and strides
+    reach is not device memory of this session's device (the dict claims more than its
+    allocation): checked here, because a kernel reading there would fault and take the
+    context with it. (Memory of another allocation of the same device passes: the
+    driver cannot say whose it is.)"""
+    item = info.dtype.itemsize
+    if info.strides is None:
+        lo, hi = 0, math.prod(info.shape)
+    else:
+        lo, hi = _span(info.shape, info.strides)
+    for address in (info.data + lo * item, info.data + hi * item - 1):
+        if address == info.data:
+            continue
+        try:
+            ordinal = ctx.pointer_device(address)
+        except BackendSourceError:
+            ordinal = None
+        if ordinal != ctx.ordinal:
+            raise ValidationError(
+                f"the array (shape {info.shape}, element strides {info.strides}, from "
+                f"0x{info.data:x}) reaches 0x{address:x}, which is not device memory of "
+                f"CUDA device {ctx.ordinal}: its shape or strides claim more than its "
+                f"allocation", op=op)
 
 
 def _span(shape, strides) -> tuple[int, int]:
