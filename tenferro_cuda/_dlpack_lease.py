@@ -34,7 +34,9 @@ over a block of its own:
   as can be (``_dlpack_slots``), so the stale call lands on a free slot; the tensor's own
   block is handed out again at once, so the stale call may clear a later export of the
   same tensor, which a look then ends early: if nothing else holds the tensor, its memory
-  may go while that later consumer still reads it.
+  may go while that later consumer still reads it. (When the later export is an ordered
+  one, the stale call through the callback also runs its release then, one ordering
+  early, and ends it at once.)
 """
 
 from __future__ import annotations
