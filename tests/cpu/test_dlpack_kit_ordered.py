@@ -323,3 +323,61 @@ def test_both_orderings_run_in_our_context_and_leave_the_stack_as_it_was(
     assert fx.model.stack == stack
     assert fx.orders == [(1, OUR_STREAM), (OUR_STREAM, 1)]
     assert current == [OURS, OURS]
+
+
+def test_releases_and_looks_on_other_threads_race_the_owners_exports(fx):
+    """The owner exports (ordered and not) while other threads let go of what it handed
+    over and another only looks: each ordered export is released once, ordered once each
+    way, and nothing stays held; the tensor goes with its last reference."""
+    import queue
+    import sys
+
+    t = fx.tensor(np.arange(6.0))
+    _kitted(t, 1, V10)
+    fx.orders.clear()
+    handed: queue.Queue = queue.Queue()
+    stop = threading.Event()
+    wrong: list = []
+
+    def release():
+        while True:
+            item = handed.get()
+            if item is None:
+                return
+            stream, (info, owner) = item
+            want = _dlpack_slots.CALLBACK if stream == 1 else _dlpack_slots.CLEAR
+            if info.deleter != want or info.shape != (6,):
+                wrong.append(info)
+            del owner
+
+    def look():
+        while not stop.is_set():
+            _dlpack_slots.look()
+
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        workers = [threading.Thread(target=release) for _ in range(3)]
+        looker = threading.Thread(target=look)
+        for thread in (*workers, looker):
+            thread.start()
+        for i in range(600):
+            stream = 1 if i % 3 else -1
+            handed.put((stream, _consume(t.__dlpack__(stream=stream, max_version=V10))))
+        for _ in workers:
+            handed.put(None)
+        for thread in workers:
+            thread.join()
+        stop.set()
+        looker.join()
+    finally:
+        sys.setswitchinterval(switch)
+    assert wrong == []
+    assert fx.orders.count((1, OUR_STREAM)) == 400 == fx.orders.count((OUR_STREAM, 1))
+    gc.collect()
+    assert live_exports(t) == 0
+    assert not any(record[1] is t for record, _ in _dlpack_slots._waiting.values())
+    alive = weakref.ref(t)
+    del t
+    gc.collect()
+    assert alive() is None
