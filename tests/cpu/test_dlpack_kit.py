@@ -17,6 +17,7 @@ import pytest
 from reference.dlpack_fakes import OUR_STREAM, StreamObject, read
 from reference.dlpack_fakes import consume as _consume
 from reference.dlpack_kit_states import STATES, counting
+from reference.dlpack_kit_states import TENSORS as SHARED_TENSORS
 from reference.dlpack_kit_states import fields as _fields
 from reference.dlpack_kit_states import kitted as _kitted
 
@@ -35,13 +36,8 @@ def fx(monkeypatch):
     return counting(monkeypatch)
 
 
-
-
 TENSORS = {
-    "matrix": lambda fx: fx.tensor(np.arange(12.0).reshape(3, 4)),
-    "scalar": lambda fx: fx.tensor(np.array(7, np.int32)),
-    "empty": lambda fx: fx.tensor(np.zeros((0, 3), np.float32)),
-    "reversed view": lambda fx: fx.tensor(np.arange(24.0).reshape(4, 6))[::-1, 1::2],
+    **SHARED_TENSORS,
     "bool": lambda fx: fx.tensor(np.array([True, False, True])),
 }
 

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 from reference.dlpack_fakes import CONTEXT_ID, OUR_STREAM
 from reference.dlpack_fakes import consume as _consume
-from reference.dlpack_kit_states import STATES, counting
+from reference.dlpack_kit_states import STATES, TENSORS, counting
 from reference.dlpack_kit_states import fields as _fields
 from reference.dlpack_kit_states import kitted as _kitted
 from reference.fake_ctx_stack import Ctx
@@ -43,14 +43,6 @@ def fx(monkeypatch):
     return counting(monkeypatch)
 
 
-
-
-TENSORS = {
-    "matrix": lambda fx: fx.tensor(np.arange(12.0).reshape(3, 4)),
-    "scalar": lambda fx: fx.tensor(np.array(7, np.int32)),
-    "empty": lambda fx: fx.tensor(np.zeros((0, 3), np.float32)),
-    "reversed view": lambda fx: fx.tensor(np.arange(24.0).reshape(4, 6))[::-1, 1::2],
-}
 CASES = [pytest.param(make, version, stream, handle, id=f"{name}-{vid}-{sid}")
          for name, make in TENSORS.items()
          for version, vid in ((V10, "v1.0"), (V11, "v1.1"), (None, "legacy"))

@@ -7,12 +7,23 @@ from __future__ import annotations
 
 import gc
 
+import numpy as np
+
 from tenferro_cuda import _dlpack_export, _driver, dlpack
 from tenferro_cuda.errors import RuntimeStateError
 
 from .dlpack_fakes import CONTEXT_ID, Interop
 
-__all__ = ["STATES", "counting", "fields", "kitted"]
+__all__ = ["STATES", "TENSORS", "counting", "fields", "kitted"]
+
+
+# the tensors both files export (name -> maker over an ``Interop``)
+TENSORS = {
+    "matrix": lambda fx: fx.tensor(np.arange(12.0).reshape(3, 4)),
+    "scalar": lambda fx: fx.tensor(np.array(7, np.int32)),
+    "empty": lambda fx: fx.tensor(np.zeros((0, 3), np.float32)),
+    "reversed view": lambda fx: fx.tensor(np.arange(24.0).reshape(4, 6))[::-1, 1::2],
+}
 
 
 def counting(monkeypatch) -> Interop:
