@@ -2,10 +2,13 @@
 (``ops/interop/producers.read_interface``): for every tensor the reader takes, exactly what
 PyTorch's ``__cuda_array_interface__`` property describes; every other tensor -- a subclass,
 one that requires grad, a replaced property, an active ``__torch_function__`` mode -- goes
-through the property, its answer and its errors as before."""
+through the property, its answer and its errors as before. Dicts and capsules (bare, or
+from a producer class of no known library) that claim more than their allocation are
+refused before anything is launched."""
 
 from __future__ import annotations
 
+import ctypes
 import gc
 import weakref
 
@@ -14,6 +17,7 @@ import pytest
 from gpu_util import down, up
 
 import tenferro_cuda as tc
+from tenferro_cuda import dlpack
 from tenferro_cuda.cai import parse_interface
 from tenferro_cuda.ops.interop import producers
 
@@ -136,5 +140,45 @@ def test_an_interface_claiming_more_than_its_allocation_is_refused(s, torch, cla
     inside = dict(iface, shape=(256,))
     inside.pop("strides", None)
     t = s.from_cuda_array_interface(inside)
+    out = s.add(t, 1.0)
+    np.testing.assert_array_equal(down(s, out), np.arange(256, dtype=np.float32) + 1)
+
+
+class _Wrapped:
+    """A producer class of no known array library, handing over a capsule as it is."""
+
+    def __init__(self, capsule) -> None:
+        self.capsule = capsule
+
+    def __dlpack__(self, **kwargs):
+        return self.capsule
+
+    def __dlpack_device__(self):
+        return (2, 0)
+
+
+@pytest.mark.parametrize("bare", [True, False], ids=["bare capsule", "unknown producer"])
+@pytest.mark.parametrize("claim", ["shape", "host pointer"])
+def test_a_capsule_claiming_more_than_its_allocation_is_refused(s, torch, claim, bare):
+    """A PyTorch capsule edited to claim 1 TiB more, or to point at host memory: refused
+    before anything is launched, not consumed (once mended it is adopted whole), and the
+    session goes on working."""
+    x = torch.arange(256, device="cuda:0", dtype=torch.float32)
+    torch.cuda.synchronize()
+    capsule = x.__dlpack__(max_version=(1, 0))
+    get = ctypes.pythonapi.PyCapsule_GetPointer
+    get.restype, get.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
+    managed = dlpack.DLManagedTensorVersioned.from_address(
+        get(capsule, b"dltensor_versioned"))
+    host = np.zeros(256, np.float32)
+    if claim == "shape":
+        managed.dl_tensor.shape[0] = 1 << 38
+    else:
+        managed.dl_tensor.data = host.ctypes.data
+    with pytest.raises(tc.ValidationError, match="claim more than|not CUDA device memory"):
+        s.from_dlpack(capsule if bare else _Wrapped(capsule), stream=-1)
+    managed.dl_tensor.shape[0] = 256
+    managed.dl_tensor.data = x.data_ptr()
+    t = s.from_dlpack(capsule, stream=-1)
     out = s.add(t, 1.0)
     np.testing.assert_array_equal(down(s, out), np.arange(256, dtype=np.float32) + 1)

@@ -174,6 +174,11 @@ class FakeContext:
         buf = self.home.alloc(math.prod(shape) * dtype.itemsize, op)
         return Tensor._make(dtype, tuple(shape), buffer=buf)
 
+    def pointer_device(self, address: int) -> int:
+        """As an ExecContext's: every address is taken for this device's memory (a test
+        that needs the driver's refusal replaces this)."""
+        return 0
+
     def alloc_bytes(self, nbytes: int, op: str) -> FakeBuffer:
         return self.home.alloc(nbytes, op)
 

@@ -22,7 +22,10 @@ Stream order, without a host wait, one pooled event at most (``_foreign.order``)
   was written on) replaces both: the producer is asked with ``stream=-1`` and the session
   stream waits for S (nothing when S is the session stream). ``stream=-1``: no ordering.
 Everything is validated before anything changes: host arrays raise ValidationError
-(pointing to ``upload_host_tensor``), arrays on another CUDA device RuntimeStateError.
+(pointing to ``upload_host_tensor``), arrays on another CUDA device RuntimeStateError,
+arrays that reach past their allocation ValidationError (asked of the driver for every
+CAI array and for DLPack capsules of no known library: a bare capsule or a producer class
+of no ``KNOWN_PRODUCERS`` module).
 The producer's own code (``__dlpack__``, the interface property) runs through
 ``exec.guard.foreign_call_over``, which puts our context back on top if the code changed
 it; a producer of no known array library (``KNOWN_PRODUCERS``: its class's top-level
@@ -179,6 +182,9 @@ def from_dlpack(ctx: ExecContext, obj: object, stream: object = None) -> Tensor 
         read_capsule(capsule, op)
     if device[0] != 2 or device[1] != ctx.ordinal:
         check_device(device, ctx.ordinal, op)
+    if (capsule is obj or not _is_known(type(obj))) and 0 not in shape:
+        _check_pointer(ctx, data, op)  # a capsule of no known library: asked as the CAI's
+        _check_reach(ctx, data, dtype, shape, strides, op)
     if wait is not None:
         _wait_for(ctx, wait)
     owner = consume(capsule, managed, versioned, ctx.stream, ctx.runtime, deleter, readonly)
@@ -219,7 +225,7 @@ def from_cuda_array_interface(ctx: ExecContext, obj: object,
             _foreign_call(ctx, obj, interface_of, obj, op), op)
     if 0 not in info.shape:
         _check_pointer(ctx, info.data, op)
-        _check_reach(ctx, info, op)
+        _check_reach(ctx, info.data, info.dtype, info.shape, info.strides, op)
     wait = info.stream if source is None else source
     if wait is not None:
         _wait_for(ctx, wait)
@@ -235,14 +241,19 @@ _known_types: BoundedCache = BoundedCache(512)  # classes made on the fly: bound
 def _foreign_call(ctx: ExecContext, obj: object, fn: Callable, *args: object):
     """``fn(*args)``, code of ``obj``'s producer, under the context guard: the light one
     for the array libraries of ``KNOWN_PRODUCERS``, the exact one for any other."""
-    kind = type(obj)
+    if _is_known(type(obj)):
+        return guard.foreign_call_over(ctx.context, ctx.context_id, fn, *args)
+    return guard.foreign_call_saved(fn, *args)
+
+
+def _is_known(kind: type) -> bool:
+    """Whether ``kind`` is a class of one of the array libraries of ``KNOWN_PRODUCERS``
+    (its top-level module)."""
     known = _known_types.get(kind)
     if known is None:
         module = getattr(kind, "__module__", None) or ""
         known = _known_types.put(kind, module.partition(".")[0] in KNOWN_PRODUCERS)
-    if known:
-        return guard.foreign_call_over(ctx.context, ctx.context_id, fn, *args)
-    return guard.foreign_call_saved(fn, *args)
+    return known
 
 
 def _is_ours(ctx: ExecContext, obj: _Strided) -> bool:
@@ -275,19 +286,20 @@ def _check_pointer(ctx: ExecContext, address: int, op: str) -> None:
                                 f"runs on CUDA device {ctx.ordinal}", op=op)
 
 
-def _check_reach(ctx: ExecContext, info, op: str) -> None:
-    """ValidationError when the first or last byte the interface's shape and strides
-    reach is not device memory of this session's device (the dict claims more than its
-    allocation): checked here, because a kernel reading there would fault and take the
-    context with it. (Memory of another allocation of the same device passes: the
-    driver cannot say whose it is.)"""
-    item = info.dtype.itemsize
-    if info.strides is None:
-        lo, hi = 0, math.prod(info.shape)
+def _check_reach(ctx: ExecContext, data: int, dtype: DType, shape: tuple[int, ...],
+                 strides: tuple[int, ...] | None, op: str) -> None:
+    """ValidationError when the first or last byte that ``shape`` and ``strides`` reach
+    from ``data`` is not device memory of this session's device (the array claims more
+    than its allocation): checked here, because a kernel reading there would fault and
+    take the context with it. (Memory of another allocation of the same device passes:
+    the driver cannot say whose it is.)"""
+    item = dtype.itemsize
+    if strides is None:
+        lo, hi = 0, math.prod(shape)
     else:
-        lo, hi = _span(info.shape, info.strides)
-    for address in (info.data + lo * item, info.data + hi * item - 1):
-        if address == info.data:
+        lo, hi = _span(shape, strides)
+    for address in (data + lo * item, data + hi * item - 1):
+        if address == data:
             continue
         try:
             ordinal = ctx.pointer_device(address)
@@ -295,8 +307,8 @@ def _check_reach(ctx: ExecContext, info, op: str) -> None:
             ordinal = None
         if ordinal != ctx.ordinal:
             raise ValidationError(
-                f"the array (shape {info.shape}, element strides {info.strides}, from "
-                f"0x{info.data:x}) reaches 0x{address:x}, which is not device memory of "
+                f"the array (shape {shape}, element strides {strides}, from "
+                f"0x{data:x}) reaches 0x{address:x}, which is not device memory of "
                 f"CUDA device {ctx.ordinal}: its shape or strides claim more than its "
                 f"allocation", op=op)
 
