@@ -167,9 +167,10 @@ def from_dlpack(ctx: ExecContext, obj: object, stream: object = None) -> Tensor 
     if isinstance(obj, _Strided) and _is_ours(ctx, obj):
         return _same_memory(ctx, obj, source)  # type: ignore[arg-type]
     if type(obj) is CAPSULE_TYPE:
-        capsule, wait = obj, source
+        capsule, wait, known = obj, source, False
     else:
         validate_producer(obj, ctx.ordinal, op)
+        known = _is_known(type(obj))
         if source is not None:
             ask, wait = _NO_SYNC, source
         elif isinstance(obj, _Strided):  # ours: ordered by our export, free on one stream
@@ -177,13 +178,13 @@ def from_dlpack(ctx: ExecContext, obj: object, stream: object = None) -> Tensor 
         else:
             current = current_stream(obj, ctx.ordinal)  # PyTorch's, read directly
             ask, wait = (_LEGACY, _LEGACY) if current is None else (_NO_SYNC, current)
-        capsule = _foreign_call(ctx, obj, request_capsule, obj, ask, op)
+        capsule = _foreign_call(ctx, known, request_capsule, obj, ask, op)
     data, shape, strides, dtype, device, versioned, readonly, managed, _, deleter = \
         read_capsule(capsule, op)
     if device[0] != 2 or device[1] != ctx.ordinal:
         check_device(device, ctx.ordinal, op)
-    if (capsule is obj or not _is_known(type(obj))) and 0 not in shape:
-        _check_pointer(ctx, data, op)  # a capsule of no known library: asked as the CAI's
+    if not known and 0 not in shape:  # (a bare capsule, or of no known library)
+        _check_pointer(ctx, data, op)
         _check_reach(ctx, data, dtype, shape, strides, op)
     if wait is not None:
         _wait_for(ctx, wait)
@@ -222,7 +223,7 @@ def from_cuda_array_interface(ctx: ExecContext, obj: object,
         info = parse_interface(obj, op)
     else:  # a plain PyTorch tensor is read from the tensor, anything else asked
         info = read_interface(obj) or parse_interface(
-            _foreign_call(ctx, obj, interface_of, obj, op), op)
+            _foreign_call(ctx, _is_known(type(obj)), interface_of, obj, op), op)
     if 0 not in info.shape:
         _check_pointer(ctx, info.data, op)
         _check_reach(ctx, info.data, info.dtype, info.shape, info.strides, op)
@@ -238,10 +239,11 @@ KNOWN_PRODUCERS = frozenset({"torch", "cupy", "jax", "jaxlib", "numba", "numpy",
 _known_types: BoundedCache = BoundedCache(512)  # classes made on the fly: bounded
 
 
-def _foreign_call(ctx: ExecContext, obj: object, fn: Callable, *args: object):
-    """``fn(*args)``, code of ``obj``'s producer, under the context guard: the light one
-    for the array libraries of ``KNOWN_PRODUCERS``, the exact one for any other."""
-    if _is_known(type(obj)):
+def _foreign_call(ctx: ExecContext, known: bool, fn: Callable, *args: object):
+    """``fn(*args)``, code of a producer, under the context guard: the light one for the
+    array libraries of ``KNOWN_PRODUCERS`` (``known``, from ``_is_known``), the exact one
+    for any other."""
+    if known:
         return guard.foreign_call_over(ctx.context, ctx.context_id, fn, *args)
     return guard.foreign_call_saved(fn, *args)
 
