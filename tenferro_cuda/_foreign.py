@@ -223,12 +223,13 @@ def release_when_idle(stream, fn: Callable[[Any], object] | None, arg: Any = Non
         if stream is not None and not _idle(stream, home):
             _parked.append((stream, fn, arg, home))
             if not _atexit_registered:
-                _atexit_registered = True
-                atexit.register(_release_all_at_exit)
                 # a closed runtime's streams are idle: what waits for one goes then
                 from .runtime import install_close_hook
 
-                install_close_hook(drain)
+                install_close_hook(drain)  # (once per function)
+                if not _atexit_registered:  # (the import may have let another thread in)
+                    atexit.register(_release_all_at_exit)
+                    _atexit_registered = True  # only once both are in place
             return
     except Exception as exc:  # noqa: BLE001 - called from finalizers
         print(f"tenferro_cuda: deferring a foreign release failed: {exc!r}", file=sys.stderr)

@@ -128,3 +128,27 @@ def test_a_closing_runtime_turns_the_usual_paths_off_first_even_when_the_close_f
         CudaRuntime.close(rt)  # type: ignore[arg-type]
     assert [ctx.eager for ctx in rt._contexts] == [False, False]
     assert seen == ([] if fails == "current" else [[False, False]])
+
+
+def test_the_hooks_are_installed_again_when_the_first_try_failed(fresh, monkeypatch,
+                                                                 capsys):
+    """The close hook is imported lazily: an import that fails (here: the module hidden)
+    leaves the release parked and the hooks to the next parked release, not marked as
+    installed while nothing was."""
+    registered: list = []
+    monkeypatch.setattr(_foreign, "atexit", SimpleNamespace(register=registered.append))
+    runtime = _runtime(0)
+    released: list = []
+    with monkeypatch.context() as hidden:
+        hidden.setitem(__import__("sys").modules, "tenferro_cuda.runtime", None)
+        _foreign.release_when_idle(_driver.stream_handle(FAKE_STREAM), released.append,
+                                   "first", runtime)
+    assert "deferring a foreign release failed" in capsys.readouterr().err
+    assert _foreign.parked_count() == 1 and registered == [] \
+        and runtime_module._close_hooks == []
+    _foreign.release_when_idle(_driver.stream_handle(FAKE_STREAM), released.append,
+                               "second", runtime)
+    assert registered == [_foreign._release_all_at_exit]
+    assert runtime_module._close_hooks == [_foreign.drain]
+    CudaRuntime.close(runtime)  # type: ignore[arg-type]
+    assert sorted(released) == ["first", "second"] and _foreign.parked_count() == 0
