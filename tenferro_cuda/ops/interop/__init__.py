@@ -184,8 +184,7 @@ def from_dlpack(ctx: ExecContext, obj: object, stream: object = None) -> Tensor 
     if device[0] != 2 or device[1] != ctx.ordinal:
         check_device(device, ctx.ordinal, op)
     if not known and 0 not in shape:  # (a bare capsule, or of no known library)
-        _check_pointer(ctx, data, op)
-        _check_reach(ctx, data, dtype, shape, strides, op)
+        _check_memory(ctx, data, dtype, shape, strides, op)
     if wait is not None:
         _wait_for(ctx, wait)
     owner = consume(capsule, managed, versioned, ctx.stream, ctx.runtime, deleter, readonly)
@@ -225,8 +224,7 @@ def from_cuda_array_interface(ctx: ExecContext, obj: object,
         info = read_interface(obj) or parse_interface(
             _foreign_call(ctx, _is_known(type(obj)), interface_of, obj, op), op)
     if 0 not in info.shape:
-        _check_pointer(ctx, info.data, op)
-        _check_reach(ctx, info.data, info.dtype, info.shape, info.strides, op)
+        _check_memory(ctx, info.data, info.dtype, info.shape, info.strides, op)
     wait = info.stream if source is None else source
     if wait is not None:
         _wait_for(ctx, wait)
@@ -288,13 +286,14 @@ def _check_pointer(ctx: ExecContext, address: int, op: str) -> None:
                                 f"runs on CUDA device {ctx.ordinal}", op=op)
 
 
-def _check_reach(ctx: ExecContext, data: int, dtype: DType, shape: tuple[int, ...],
-                 strides: tuple[int, ...] | None, op: str) -> None:
-    """ValidationError when the first or last byte that ``shape`` and ``strides`` reach
-    from ``data`` is not device memory of this session's device (the array claims more
-    than its allocation): checked here, because a kernel reading there would fault and
-    take the context with it. (Memory of another allocation of the same device passes:
-    the driver cannot say whose it is.)"""
+def _check_memory(ctx: ExecContext, data: int, dtype: DType, shape: tuple[int, ...],
+                  strides: tuple[int, ...] | None, op: str) -> None:
+    """``_check_pointer`` for ``data``, then ValidationError when the first or last byte
+    that ``shape`` and ``strides`` reach from it is not device memory of this session's
+    device (the array claims more than its allocation): checked here, because a kernel
+    reading there would fault and take the context with it. (Memory of another allocation
+    of the same device passes: the driver cannot say whose it is.)"""
+    _check_pointer(ctx, data, op)
     item = dtype.itemsize
     if strides is None:
         lo, hi = 0, math.prod(shape)
