@@ -49,18 +49,13 @@ from collections import deque
 
 from . import memory
 from .dlpack import (
-    _F0,
-    _F1,
-    _F2,
-    _FETCHED,
     _NAME,
     _NAME_V,
     DELETER,
     TENSOR_LAYOUT,
     _capsule_name_address,
     _capsule_new,
-    _err_fetch,
-    _err_restore,
+    _raise_pending,
 )
 
 __all__ = ["CALLBACK", "CLEAR", "LOOK_AFTER", "HEAD", "HEAD_SIZE", "NAMES", "export",
@@ -221,23 +216,15 @@ def export_head(tensor, head: bytes, name: int, release=None):
     return capsule
 
 
-def _report_pending(pending: tuple) -> None:
-    """Print an exception that was pending when the callback was entered (module doc)."""
-    try:
-        _err_restore(*pending)  # steals the references; ctypes raises it right here
-    except BaseException as exc:  # noqa: BLE001 - printed, never propagated
-        print(f"tenferro_cuda: an exception was pending when the DLPack deleter ran and "
-              f"could not be passed on: {exc!r}", file=sys.stderr)
-
-
 @DELETER
 def _deleter(address):
     # first: any call that returns a value (a builtin's included) fails while the
     # consumer's exception is pending, and the release would be lost
-    _err_fetch(_F0, _F1, _F2)
-    pending = None
-    if _FETCHED[0].value:
-        pending = (_FETCHED[0].value, _FETCHED[1].value, _FETCHED[2].value)
+    try:
+        _raise_pending()
+        pending = None
+    except BaseException as exc:  # noqa: BLE001 - the consumer's: printed below
+        pending = exc
     if _finalizing():  # the interpreter is going: nothing to order, nobody to tell
         return
     try:
@@ -253,7 +240,8 @@ def _deleter(address):
     except BaseException as exc:  # noqa: BLE001 - deleters never raise
         print(f"tenferro_cuda: DLPack deleter failed: {exc!r}", file=sys.stderr)
     if pending is not None:
-        _report_pending(pending)
+        print(f"tenferro_cuda: an exception was pending when the DLPack deleter ran and "
+              f"could not be passed on: {pending!r}", file=sys.stderr)
 
 
 _CALLBACK: int = ctypes.cast(_deleter, ctypes.c_void_p).value or 0

@@ -16,8 +16,8 @@ Guarantees (used by ``dlpack.py``, ``_dlpack_export.py``, ``cai.py`` and ``ops/i
   with an event of the context's pool (``ctx.events``), taken for the two calls and put
   back, so steady state creates no event (a nested or concurrent use takes another one;
   at most ``POOL_LIMIT`` idle events are kept). It never synchronizes the host. The
-  context is made current around the calls when another one is (``order_current`` is
-  the form for op bodies, where ours is current already).
+  context is made current around the calls when another one is (op bodies, where ours
+  is current already, pass ``current=True``).
 - ``release_when_idle(stream, fn, arg, home)`` calls ``fn(arg)`` (a foreign deleter, or
   dropping the last reference to a foreign array) only once ``stream`` has finished the
   work enqueued so far, so that the producer's allocator cannot hand the memory out while
@@ -55,7 +55,7 @@ from .errors import RuntimeStateError, TenferroError
 from .exec import guard
 from .shapes import ADDRESS_LIMIT
 
-__all__ = ["stream_value", "stream_of", "consumer_stream", "order", "order_current",
+__all__ = ["stream_value", "stream_of", "consumer_stream", "order",
            "release_when_idle", "drain", "export_context", "owner_context", "copy_on",
            "LEGACY_STREAM", "PER_THREAD_STREAM", "events_created"]
 
@@ -145,8 +145,14 @@ def events_created() -> int:
     return _created[0]
 
 
-def order_current(ctx: Any, waiter, producer) -> None:
-    """``order`` when ``ctx``'s context is current (inside an op)."""
+def order(ctx: Any, waiter, producer, current: bool = False) -> None:
+    """Make ``waiter`` wait for the work enqueued so far on ``producer`` (module doc), with
+    the context of ``ctx`` current: asked first (``guard.call_current``, inlined: an
+    export and its release each order once), unless the caller says it is (``current``:
+    inside an op)."""
+    if not current and guard.current_id() != ctx.context_id:
+        guard.call_pushed(ctx.context, order, ctx, waiter, producer, True)
+        return
     events = ctx.events
     try:
         event = events.pop()
@@ -159,16 +165,6 @@ def order_current(ctx: Any, waiter, producer) -> None:
             events.append(event)
         else:
             _driver.event_destroy(event)
-
-
-def order(ctx: Any, waiter, producer) -> None:
-    """Make ``waiter`` wait for the work enqueued so far on ``producer`` (module doc), with
-    the context of ``ctx`` current (``guard.call_current``, inlined: an export and its
-    release each order once)."""
-    if guard.current_id() == ctx.context_id:
-        order_current(ctx, waiter, producer)
-    else:
-        guard.call_pushed(ctx.context, order_current, ctx, waiter, producer)
 
 
 def copy_on(stream, dst: int, src: int, nbytes: int, op: str) -> None:

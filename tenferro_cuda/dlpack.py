@@ -213,12 +213,11 @@ _capsule_get_pointer = _proto("PyCapsule_GetPointer", _vp, ctypes.py_object, cty
 _capsule_get_name = _proto("PyCapsule_GetName", ctypes.c_char_p, ctypes.py_object)
 _capsule_set_name = _proto("PyCapsule_SetName", ctypes.c_int, ctypes.py_object, _vp)
 _capsule_name_address = _proto("PyCapsule_GetName", _vp, ctypes.py_object)
-_err_restore = _proto("PyErr_Restore", None, _vp, _vp, _vp)
-# No argtypes: byref arguments are passed without calling a converter, so this call works
-# while an exception is pending (every converter call would fail then).
-_err_fetch = ctypes.PYFUNCTYPE(None)(("PyErr_Fetch", ctypes.pythonapi))
-_FETCHED = (_vp(), _vp(), _vp())
-_F0, _F1, _F2 = (ctypes.byref(x) for x in _FETCHED)
+# Raises the exception pending in the interpreter, if any: ``PyErr_Occurred`` called as
+# the Python API, after which ctypes raises what is pending (and so clears it). No
+# arguments and no result: nothing is converted, so the call works while an exception is
+# pending (any converter call would fail then).
+_raise_pending = ctypes.PYFUNCTYPE(None)(("PyErr_Occurred", ctypes.pythonapi))
 
 # Capsule names must outlive the capsules: module-level, never freed.
 _NAME = ctypes.create_string_buffer(b"dltensor")

@@ -59,7 +59,7 @@ _LEGACY = 1
 _NO_SYNC = -1
 _legacy_only: set[type] = set()  # producer types whose __dlpack__ takes stream= alone
 _no_sync_refused: set[type] = set()  # producer types whose __dlpack__ fails on stream=-1
-_order = _foreign.order_current
+_order = _foreign.order
 _stream_of = _foreign.stream_of
 _drain = _foreign.drain
 _parked = _foreign._parked
@@ -134,7 +134,7 @@ def _source(ctx: ExecContext, stream: object, op: str) -> int | None:
 def _wait_for(ctx: ExecContext, producer: int) -> None:
     """The session stream waits for ``producer`` (a handle; nothing for ours or -1)."""
     if producer != _NO_SYNC and producer != int(ctx.stream):
-        _order(ctx, ctx.stream, _stream_of(producer))
+        _order(ctx, ctx.stream, _stream_of(producer), True)  # (inside an op: ours is current)
 
 
 def from_dlpack(ctx: ExecContext, obj: object, stream: object = None) -> Tensor | TensorView:
