@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import statistics
 import time
+from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field
 
 from tenferro_cuda import _driver
@@ -123,25 +124,30 @@ def host_us(fn, sync, calls: int = 20000, repeats: int = 5) -> float:
 
 
 def host_us_group(fns: dict, calls: int = 20000, repeats: int = 7) -> dict:
-    """``host_us`` of several ``(fn, sync)`` pairs (None: skipped), interleaved: each repeat
-    times every pair once, in an order rotated by one per repeat, so that all of them see
-    the same host conditions (clock, other load) and their differences mean something.
-    The median per name, in us."""
-    live = {name: pair for name, pair in fns.items() if pair is not None}
-    for fn, sync in live.values():
-        for _ in range(min(calls, 1000)):
-            fn()
-        sync()
+    """``host_us`` of several ``(fn, sync)`` or ``(fn, sync, scope)`` entries (None:
+    skipped), interleaved: each repeat times every entry once, in an order rotated by one
+    per repeat, so that all of them see the same host conditions (clock, other load) and
+    their differences mean something. ``scope()`` gives a context manager entered around
+    each batch of calls (a consumer's current stream, say), outside the timing. The median
+    per name, in us."""
+    live = {name: (entry[0], entry[1], entry[2] if len(entry) > 2 else nullcontext)
+            for name, entry in fns.items() if entry is not None}
+    for fn, sync, scope in live.values():
+        with scope():
+            for _ in range(min(calls, 1000)):
+                fn()
+            sync()
     samples: dict = {name: [] for name in live}
     names = list(live)
     for r in range(repeats):
         for name in names[r % len(names):] + names[:r % len(names)]:
-            fn, sync = live[name]
-            t0 = time.perf_counter()
-            for _ in range(calls):
-                fn()
-            sync()
-            samples[name].append((time.perf_counter() - t0) / calls * 1e6)
+            fn, sync, scope = live[name]
+            with scope():
+                t0 = time.perf_counter()
+                for _ in range(calls):
+                    fn()
+                sync()
+                samples[name].append((time.perf_counter() - t0) / calls * 1e6)
     return {name: statistics.median(samples[name]) if name in samples else None
             for name in fns}
 

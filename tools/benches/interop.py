@@ -24,12 +24,14 @@ the ratio. Rows:
 from __future__ import annotations
 
 import os
+from contextlib import nullcontext
 
 import numpy as np
 
 from .common import Row, host_us, host_us_group, peers
 
 FAMILY = "interop"
+TARGET = "<= 1.2x the fastest peer"
 CALLS = 2000
 N = 1 << 16
 
@@ -114,11 +116,11 @@ def run(s) -> list[Row]:
             for k in arrays})
         rows.append(Row(
             FAMILY, f"export: {name}.from_dlpack(our tensor)", "us", us["ours"],
-            torch=us["torch"], cupy=us["cupy"],
-            target="<= 1.2x the fastest peer", extra={"jax": us["jax"]},
-            note=f"columns: {name}.from_dlpack of a torch / cupy (/ jax) array"))
+            torch=us["torch"], cupy=us["cupy"], extra={"jax": us["jax"]},
+            note=f"columns: {name}.from_dlpack of a torch / cupy (/ jax) array, handed "
+                 f"over on one stream; ours orders (the target rows are below)"))
     if torch is not None and cupy is not None:
-        rows += _exports_by_ordering(s, torch, cupy, ours, cost)
+        rows += _exports_by_ordering(s, torch, cupy, ours, sync)
     for name, x in (("torch", tt), ("cupy", cc)):
         if x is None:
             continue
@@ -141,12 +143,14 @@ def run(s) -> list[Row]:
     return rows
 
 
-def _exports_by_ordering(s, torch, cupy, ours, cost) -> list[Row]:
-    """Export figures that compare like with like. Our tensor lives on the session's own
-    non-blocking stream, so an export to a consumer on another stream orders: an event
-    recorded and waited for, and, for a consumer on a default stream, again when the
-    consumer lets go (docs/interop.md). The peer-to-peer figures of the export rows above
-    hand over on the default stream their consumer uses too: no event. Here:
+def _exports_by_ordering(s, torch, cupy, ours, sync) -> list[Row]:
+    """Export figures that compare like with like, the issue's target rows (<= 1.2x the
+    fastest peer-to-peer export of the same kind), each timed with its peer in the same
+    interleaved rounds. Our tensor lives on the session's own non-blocking stream, so an
+    export to a consumer on another stream orders: an event recorded and waited for, and,
+    for a consumer on a default stream, again when the consumer lets go
+    (docs/interop.md). The peer-to-peer figures of the export rows above hand over on the
+    default stream their consumer uses too: no event. Here:
 
     - ours with the consumer's current stream set to our stream (no event on either side),
       beside the peers' hand-offs on the default stream (no event either);
@@ -154,12 +158,9 @@ def _exports_by_ordering(s, torch, cupy, ours, cost) -> list[Row]:
       an array whose producer's current stream is a non-blocking side stream, so that
       they order too (CuPy and PyTorch record an event and make the consumer wait).
     """
-    rows = []
-    torch_default = torch.cuda.current_stream()
     ours_torch = torch.cuda.ExternalStream(int(s.stream))
     ours_cupy = cupy.cuda.ExternalStream(int(s.stream))
     c_default = cupy.arange(N, dtype=cupy.float32)
-    t_default = torch.arange(N, device="cuda:0", dtype=torch.float32)
     c_side_stream = cupy.cuda.Stream(non_blocking=True)
     with c_side_stream:
         c_side = cupy.arange(N, dtype=cupy.float32)
@@ -167,42 +168,46 @@ def _exports_by_ordering(s, torch, cupy, ours, cost) -> list[Row]:
     with torch.cuda.stream(t_side_stream):
         t_side = torch.arange(N, device="cuda:0", dtype=torch.float32)
 
-    def on_torch_stream(stream, fn) -> float:
-        torch.cuda.set_stream(stream)
-        try:
-            return cost(fn)
-        finally:
-            torch.cuda.set_stream(torch_default)
+    def together(ours_entry, peer: str, peer_entry) -> tuple[float, float]:
+        """(ours, the peer's) per call; an entry is (fn, scope)."""
+        us = host_us_group({"ours": (ours_entry[0], sync, ours_entry[1]),
+                            peer: (peer_entry[0], sync, peer_entry[1])},
+                           calls=CALLS, repeats=5)
+        return us["ours"], us[peer]
 
-    def on_cupy_stream(stream, fn) -> float:
-        stream.use()
-        try:
-            return cost(fn)
-        finally:
-            cupy.cuda.Stream.null.use()
+    def on_torch(stream):
+        return lambda: torch.cuda.stream(stream)
 
+    def on_cupy(stream):
+        return lambda: stream  # (a CuPy stream is its own context manager)
+
+    rows = []
+    mine, peer = together((lambda: torch.from_dlpack(ours), on_torch(ours_torch)),
+                          "cupy", (lambda: torch.from_dlpack(c_default), nullcontext))
     rows.append(Row(
         FAMILY, "export: torch.from_dlpack(our tensor), torch's current stream ours", "us",
-        on_torch_stream(ours_torch, lambda: torch.from_dlpack(ours)),
-        cupy=cost(lambda: torch.from_dlpack(c_default)),
+        mine, cupy=peer, target=TARGET,
         note="no event on either side; cupy: torch.from_dlpack(cupy array), both on the "
              "default stream"))
+    mine, peer = together((lambda: cupy.from_dlpack(ours), on_cupy(ours_cupy)),
+                          "cupy", (lambda: cupy.from_dlpack(c_default), nullcontext))
     rows.append(Row(
         FAMILY, "export: cupy.from_dlpack(our tensor), cupy's current stream ours", "us",
-        on_cupy_stream(ours_cupy, lambda: cupy.from_dlpack(ours)),
-        torch=cost(lambda: cupy.from_dlpack(t_default)),
-        note="no event on either side; torch: cupy.from_dlpack(torch tensor), both on the "
-             "default stream"))
+        mine, cupy=peer, target=TARGET,
+        note="no event on either side; cupy: cupy.from_dlpack(cupy array) on the default "
+             "stream (the fastest peer: CuPy's from PyTorch is in the row above)"))
+    mine, peer = together((lambda: torch.from_dlpack(ours), nullcontext),
+                          "cupy", (lambda: torch.from_dlpack(c_side), on_cupy(c_side_stream)))
     rows.append(Row(
         FAMILY, "export: torch.from_dlpack(our tensor) beside an ordering peer", "us",
-        cost(lambda: torch.from_dlpack(ours)),
-        cupy=on_cupy_stream(c_side_stream, lambda: torch.from_dlpack(c_side)),
+        mine, cupy=peer, target=TARGET,
         note="torch on the default stream; cupy: torch.from_dlpack(cupy array) with CuPy's "
              "current stream a non-blocking side stream (CuPy orders with an event)"))
+    mine, peer = together((lambda: cupy.from_dlpack(ours), nullcontext),
+                          "torch", (lambda: cupy.from_dlpack(t_side), on_torch(t_side_stream)))
     rows.append(Row(
         FAMILY, "export: cupy.from_dlpack(our tensor) beside an ordering peer", "us",
-        cost(lambda: cupy.from_dlpack(ours)),
-        torch=on_torch_stream(t_side_stream, lambda: cupy.from_dlpack(t_side)),
+        mine, torch=peer, target=TARGET,
         note="cupy on the default stream; torch: cupy.from_dlpack(torch tensor) with "
              "PyTorch's current stream a side stream (PyTorch orders with an event)"))
     return rows
