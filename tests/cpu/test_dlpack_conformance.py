@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 from reference.dlpack_fakes import OUR_STREAM, Interop, StreamObject, read
 from reference.dlpack_fakes import consume as _consume
+from reference.fake_ctx_stack import Ctx
 
 from tenferro_cuda import _foreign, cai, dlpack
 from tenferro_cuda._dlpack_export import live_exports
@@ -107,6 +108,28 @@ def test_nested_order_takes_a_second_event(fx, monkeypatch):
     monkeypatch.setattr("tenferro_cuda._driver_fast.order", order)
     _foreign.order(fx, _foreign.PER_THREAD_STREAM, fx.stream)
     assert seen[0] is not seen[1] and fx.made == 2 and len(fx.events) == 2
+
+
+@pytest.mark.parametrize("current", [False, True], ids=["asked", "vouched"])
+def test_an_order_asks_for_our_context_unless_the_caller_vouches(fx, monkeypatch, current):
+    """``order`` makes our context current around the two calls when another is on top
+    (and puts the stack back); ``current=True`` -- an op body, which runs with ours
+    current -- asks nothing and pushes nothing."""
+    foreign = Ctx(0x7777)
+    fx.model.stack.append(foreign)
+    stack = list(fx.model.stack)
+    tops: list = []
+    record = fx._order
+
+    def order(event, producer, waiter):
+        tops.append(fx.model.stack[-1])
+        record(event, producer, waiter)
+
+    monkeypatch.setattr("tenferro_cuda._driver_fast.order", order)
+    _foreign.order(fx, _foreign.PER_THREAD_STREAM, fx.stream, current)
+    assert tops == [foreign if current else fx.context]
+    assert fx.model.stack == stack
+    assert fx.orders == [(2, OUR_STREAM)]
 
 
 class _Capture:
