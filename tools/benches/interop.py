@@ -24,7 +24,6 @@ the ratio. Rows:
 from __future__ import annotations
 
 import os
-from contextlib import nullcontext
 
 import numpy as np
 
@@ -67,9 +66,11 @@ def run(s) -> list[Row]:
 
     def together(**fns) -> dict:
         """The figures of ours and the peers of one row (None: no such peer), timed in
-        the same interleaved rounds."""
-        return host_us_group({k: None if f is None else (f, sync) for k, f in fns.items()},
-                             calls=CALLS, repeats=5)
+        the same interleaved rounds; an entry is a function, or (function, scope) to run
+        its batches under ``scope()`` (``host_us_group``)."""
+        return host_us_group(
+            {k: None if f is None else (f[0], sync, f[1]) if type(f) is tuple else (f, sync)
+             for k, f in fns.items()}, calls=CALLS, repeats=5)
 
     ours = s.upload_host_tensor(np.arange(N, dtype=np.float32).reshape(256, 256))
     arrays = {
@@ -120,7 +121,7 @@ def run(s) -> list[Row]:
             note=f"columns: {name}.from_dlpack of a torch / cupy (/ jax) array, handed "
                  f"over on one stream; ours orders (the target rows are below)"))
     if torch is not None and cupy is not None:
-        rows += _exports_by_ordering(s, torch, cupy, ours, sync)
+        rows += _exports_by_ordering(s, torch, cupy, ours, together)
     for name, x in (("torch", tt), ("cupy", cc)):
         if x is None:
             continue
@@ -143,7 +144,7 @@ def run(s) -> list[Row]:
     return rows
 
 
-def _exports_by_ordering(s, torch, cupy, ours, sync) -> list[Row]:
+def _exports_by_ordering(s, torch, cupy, ours, together) -> list[Row]:
     """Export figures that compare like with like, the issue's target rows (<= 1.2x the
     fastest peer-to-peer export of the same kind), each timed with its peer in the same
     interleaved rounds. Our tensor lives on the session's own non-blocking stream, so an
@@ -168,13 +169,6 @@ def _exports_by_ordering(s, torch, cupy, ours, sync) -> list[Row]:
     with torch.cuda.stream(t_side_stream):
         t_side = torch.arange(N, device="cuda:0", dtype=torch.float32)
 
-    def together(ours_entry, peer: str, peer_entry) -> tuple[float, float]:
-        """(ours, the peer's) per call; an entry is (fn, scope)."""
-        us = host_us_group({"ours": (ours_entry[0], sync, ours_entry[1]),
-                            peer: (peer_entry[0], sync, peer_entry[1])},
-                           calls=CALLS, repeats=5)
-        return us["ours"], us[peer]
-
     def on_torch(stream):
         return lambda: torch.cuda.stream(stream)
 
@@ -182,32 +176,32 @@ def _exports_by_ordering(s, torch, cupy, ours, sync) -> list[Row]:
         return lambda: stream  # (a CuPy stream is its own context manager)
 
     rows = []
-    mine, peer = together((lambda: torch.from_dlpack(ours), on_torch(ours_torch)),
-                          "cupy", (lambda: torch.from_dlpack(c_default), nullcontext))
+    us = together(ours=(lambda: torch.from_dlpack(ours), on_torch(ours_torch)),
+                  cupy=lambda: torch.from_dlpack(c_default))
     rows.append(Row(
         FAMILY, "export: torch.from_dlpack(our tensor), torch's current stream ours", "us",
-        mine, cupy=peer, target=TARGET,
+        us["ours"], cupy=us["cupy"], target=TARGET,
         note="no event on either side; cupy: torch.from_dlpack(cupy array), both on the "
              "default stream"))
-    mine, peer = together((lambda: cupy.from_dlpack(ours), on_cupy(ours_cupy)),
-                          "cupy", (lambda: cupy.from_dlpack(c_default), nullcontext))
+    us = together(ours=(lambda: cupy.from_dlpack(ours), on_cupy(ours_cupy)),
+                  cupy=lambda: cupy.from_dlpack(c_default))
     rows.append(Row(
         FAMILY, "export: cupy.from_dlpack(our tensor), cupy's current stream ours", "us",
-        mine, cupy=peer, target=TARGET,
+        us["ours"], cupy=us["cupy"], target=TARGET,
         note="no event on either side; cupy: cupy.from_dlpack(cupy array) on the default "
              "stream (the fastest peer: CuPy's from PyTorch is in the row above)"))
-    mine, peer = together((lambda: torch.from_dlpack(ours), nullcontext),
-                          "cupy", (lambda: torch.from_dlpack(c_side), on_cupy(c_side_stream)))
+    us = together(ours=lambda: torch.from_dlpack(ours),
+                  cupy=(lambda: torch.from_dlpack(c_side), on_cupy(c_side_stream)))
     rows.append(Row(
         FAMILY, "export: torch.from_dlpack(our tensor) beside an ordering peer", "us",
-        mine, cupy=peer, target=TARGET,
+        us["ours"], cupy=us["cupy"], target=TARGET,
         note="torch on the default stream; cupy: torch.from_dlpack(cupy array) with CuPy's "
              "current stream a non-blocking side stream (CuPy orders with an event)"))
-    mine, peer = together((lambda: cupy.from_dlpack(ours), nullcontext),
-                          "torch", (lambda: cupy.from_dlpack(t_side), on_torch(t_side_stream)))
+    us = together(ours=lambda: cupy.from_dlpack(ours),
+                  torch=(lambda: cupy.from_dlpack(t_side), on_torch(t_side_stream)))
     rows.append(Row(
         FAMILY, "export: cupy.from_dlpack(our tensor) beside an ordering peer", "us",
-        mine, torch=peer, target=TARGET,
+        us["ours"], torch=us["torch"], target=TARGET,
         note="cupy on the default stream; torch: cupy.from_dlpack(torch tensor) with "
              "PyTorch's current stream a side stream (PyTorch orders with an event)"))
     return rows
